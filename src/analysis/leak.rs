@@ -1,0 +1,164 @@
+//! Leak detection: a floor that keeps rising, significantly, for long enough.
+
+use super::trend::{fit, floor_points, Trend};
+use crate::history::Series;
+use crate::model::Time;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeakParams {
+    /// Bytes per second above which a rising floor is a leak.
+    pub threshold: f64,
+    pub warmup: f64,
+    pub floor_window: f64,
+    pub window: f64,
+    pub min_span: f64,
+    pub persistence: f64,
+    pub significance: f64,
+}
+
+impl LeakParams {
+    pub fn from_config(a: &crate::config::AnalysisConfig) -> Self {
+        LeakParams {
+            threshold: a.leak_threshold_mib_per_min * 1048576.0 / 60.0,
+            warmup: a.warmup.as_secs_f64(),
+            floor_window: a.floor_window.as_secs_f64(),
+            window: a.leak_window.as_secs_f64(),
+            min_span: a.leak_min_span.as_secs_f64(),
+            persistence: a.leak_persistence.as_secs_f64(),
+            significance: a.leak_significance,
+        }
+    }
+}
+
+/// The leak test at one moment, before persistence is applied.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeakEstimate {
+    pub trend: Trend,
+    /// Slope above the threshold, with significance, over at least `min_span`.
+    pub passes: bool,
+}
+
+/// Fit the floor of `series` after the warm-up of a process first seen at `first_seen`.
+/// `None` until there is enough floor history to judge.
+pub fn estimate(
+    series: &Series,
+    first_seen: Time,
+    now: Time,
+    p: &LeakParams,
+) -> Option<LeakEstimate> {
+    let from = (first_seen + p.warmup).max(now - p.window);
+    let points = floor_points(series, from, now, p.floor_window);
+    let trend = fit(&points)?;
+    if trend.span < p.min_span {
+        return None;
+    }
+    // No "still rising now" check here: a real leak's floor is a noisy staircase (a tensor kept
+    // now and then), and over a few windows its recent slope is often flat or negative. A
+    // one-off step is handled by Theil–Sen itself: at most half the pairs straddle a step.
+    let passes = trend.slope > p.threshold && trend.p_value < p.significance;
+    Some(LeakEstimate { trend, passes })
+}
+
+/// Persistence of the leak test across evaluations: the flag goes up only after the test has
+/// passed continuously for `persistence` seconds, and drops as soon as it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LeakState {
+    pub passing_since: Option<Time>,
+}
+
+impl LeakState {
+    pub fn update(&mut self, estimate: Option<&LeakEstimate>, now: Time, persistence: f64) -> bool {
+        match estimate {
+            Some(e) if e.passes => {
+                let since = *self.passing_since.get_or_insert(now);
+                now - since >= persistence
+            }
+            _ => {
+                self.passing_since = None;
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> LeakParams {
+        LeakParams::from_config(&crate::config::AnalysisConfig::default())
+    }
+
+    fn run(floor: impl Fn(f64) -> f64, until: f64) -> (Option<LeakEstimate>, bool) {
+        let p = params();
+        let mut s = Series::new(1.0, 1800.0);
+        let mut state = LeakState::default();
+        let mut flagged = false;
+        let mut last = None;
+        let mut t = 0.0;
+        let mut i = 0u64;
+        while t < until {
+            let tooth = ((i * 7 % 25) as f64 / 25.0) * 2e9;
+            s.push(t, floor(t) + tooth);
+            if i % 10 == 9 {
+                last = estimate(&s, 0.0, t, &p);
+                flagged = state.update(last.as_ref(), t, p.persistence);
+            }
+            t += 0.1;
+            i += 1;
+        }
+        (last, flagged)
+    }
+
+    #[test]
+    fn flat_sawtooth_is_never_a_leak() {
+        let (e, flagged) = run(|_| 1e9, 600.0);
+        assert!(!flagged);
+        assert!(!e.unwrap().passes);
+    }
+
+    #[test]
+    fn a_200_mib_per_minute_leak_is_flagged_within_90_seconds() {
+        let leak = 200.0 * 1048576.0 / 60.0;
+        let (e, flagged) = run(|t| 1e9 + leak * t, 90.0);
+        assert!(flagged);
+        let slope = e.unwrap().trend.slope;
+        assert!((slope - leak).abs() / leak < 0.1, "{slope} vs {leak}");
+    }
+
+    #[test]
+    fn a_leak_below_the_threshold_is_not_flagged() {
+        let leak = 5.0 * 1048576.0 / 60.0;
+        let (_, flagged) = run(|t| 1e9 + leak * t, 300.0);
+        assert!(!flagged);
+    }
+
+    #[test]
+    fn a_one_off_step_is_not_a_leak() {
+        // The floor jumps by 2 GiB once (a new phase) and stays there.
+        let (_, flagged) = run(|t| if t < 120.0 { 1e9 } else { 3e9 }, 400.0);
+        assert!(!flagged);
+    }
+
+    #[test]
+    fn persistence_delays_and_clears_the_flag() {
+        let mut st = LeakState::default();
+        let pass = LeakEstimate {
+            trend: super::super::trend::Trend {
+                slope: 1e6,
+                p_value: 0.0,
+                span: 60.0,
+                points: 12,
+                floor_now: 0.0,
+                recent_slope: 1e6,
+                swing: 0.0,
+            },
+            passes: true,
+        };
+        assert!(!st.update(Some(&pass), 0.0, 15.0));
+        assert!(!st.update(Some(&pass), 10.0, 15.0));
+        assert!(st.update(Some(&pass), 15.0, 15.0));
+        assert!(!st.update(None, 16.0, 15.0));
+        assert!(!st.update(Some(&pass), 17.0, 15.0));
+    }
+}

@@ -1,0 +1,9 @@
+//! Derived numbers: pure functions of the history. No I/O, no clock: time is the samples'
+//! timestamps, so a trace replayed at any speed gives the numbers it gives live.
+
+pub mod fragmentation;
+pub mod imbalance;
+pub mod leak;
+pub mod oom;
+pub mod stats;
+pub mod trend;

@@ -1,0 +1,243 @@
+//! Command line: flags in the Prometheus exporters' style. Flags override the config file,
+//! which overrides the defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, ConfigError, SimGpuConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpumem-exporter",
+    version,
+    about = "GPU memory exporter for Prometheus: NVML plus allocator reports, leak slope, seconds-to-OOM, fragmentation, imbalance",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Print the effective configuration as YAML and exit.
+    #[arg(long = "print-config", global = true)]
+    pub print_config: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Args, Default, Clone)]
+pub struct CommonArgs {
+    /// Configuration file (YAML) for everything the flags do not cover.
+    #[arg(long = "config", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Where to sample: nvml, sim, or replay:<file>[,<file>...]. [default: nvml]
+    #[arg(long = "source", global = true, value_name = "SOURCE")]
+    pub source: Option<String>,
+
+    /// Time between samples, 10ms..60s. [default: 1s]
+    #[arg(long = "sample-interval", global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub sample_interval: Option<Duration>,
+
+    /// Log level: error, warn, info, debug, trace. [default: info]
+    #[arg(long = "log.level", global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Address to serve metrics on. [default: :10049]
+    #[arg(long = "web.listen-address", global = true, value_name = "ADDR")]
+    pub listen_address: Option<String>,
+
+    /// Path under which to expose metrics. [default: /metrics]
+    #[arg(long = "web.telemetry-path", global = true, value_name = "PATH")]
+    pub telemetry_path: Option<String>,
+
+    /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
+    #[arg(long = "ingest.socket", global = true, value_name = "PATH")]
+    pub ingest_socket: Option<PathBuf>,
+
+    /// Permission bits of the ingest socket, in octal. [default: 0666]
+    #[arg(long = "ingest.socket-mode", global = true, value_name = "MODE")]
+    pub ingest_socket_mode: Option<String>,
+
+    /// Plain-HTTP ingest on this TCP address (loopback only unless --ingest.allow-remote). [default: off]
+    #[arg(long = "ingest.listen-address", global = true, value_name = "ADDR")]
+    pub ingest_listen_address: Option<String>,
+
+    /// Allow TCP ingest on a non-loopback address (reports over TCP are not authenticated).
+    #[arg(long = "ingest.allow-remote", global = true)]
+    pub ingest_allow_remote: bool,
+
+    /// Replay speed: 1 is real time, 10 ten times faster. [default: 1]
+    #[arg(long = "replay.speed", global = true, value_name = "FACTOR")]
+    pub replay_speed: Option<f64>,
+
+    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, idle.
+    #[arg(
+        long = "sim.scenarios",
+        global = true,
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    pub sim_scenarios: Option<Vec<String>>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve /metrics (the default when no command is given).
+    Serve,
+    /// Run the engine over recorded traces as fast as the CPU goes and write a timeline.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Trace files (JSON Lines).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Where to write the timeline (JSON Lines, one object per second of trace time); - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration such as 500ms, 1s, 2m ({e})"))
+}
+
+impl CommonArgs {
+    /// Defaults, then the file, then the flags; validated.
+    pub fn effective_config(&self) -> Result<Config, ConfigError> {
+        let mut c = match &self.config {
+            Some(p) => Config::from_file(p)?,
+            None => Config::default(),
+        };
+        if let Some(v) = &self.source {
+            c.source = v.clone();
+        }
+        if let Some(v) = self.sample_interval {
+            c.sample_interval = v;
+        }
+        if let Some(v) = &self.log_level {
+            c.log_level = v.clone();
+        }
+        if let Some(v) = &self.listen_address {
+            c.web.listen_address = v.clone();
+        }
+        if let Some(v) = &self.telemetry_path {
+            c.web.telemetry_path = v.clone();
+        }
+        if let Some(v) = &self.ingest_socket {
+            c.ingest.socket = v.clone();
+        }
+        if let Some(v) = &self.ingest_socket_mode {
+            c.ingest.socket_mode = v.clone();
+        }
+        if let Some(v) = &self.ingest_listen_address {
+            c.ingest.listen_address = v.clone();
+        }
+        if self.ingest_allow_remote {
+            c.ingest.allow_remote = true;
+        }
+        if let Some(v) = self.replay_speed {
+            c.replay.speed = v;
+        }
+        if let Some(list) = &self.sim_scenarios {
+            let mut gpus = Vec::new();
+            for name in list {
+                let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
+                    field: "--sim.scenarios".into(),
+                    message: format!(
+                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, idle"
+                    ),
+                })?;
+                gpus.push(SimGpuConfig::new(scenario));
+            }
+            c.sim.gpus = gpus;
+        }
+        c.validate().map_err(|mut e| {
+            // Name the flag where the value came from one.
+            let flag = match e.field.as_str() {
+                "source" if self.source.is_some() => Some("--source"),
+                "sample_interval" if self.sample_interval.is_some() => Some("--sample-interval"),
+                "log_level" if self.log_level.is_some() => Some("--log.level"),
+                "web.listen_address" if self.listen_address.is_some() => {
+                    Some("--web.listen-address")
+                }
+                "web.telemetry_path" if self.telemetry_path.is_some() => {
+                    Some("--web.telemetry-path")
+                }
+                "ingest.listen_address" if self.ingest_listen_address.is_some() => {
+                    Some("--ingest.listen-address")
+                }
+                "ingest.socket_mode" if self.ingest_socket_mode.is_some() => {
+                    Some("--ingest.socket-mode")
+                }
+                "replay.speed" if self.replay_speed.is_some() => Some("--replay.speed"),
+                _ => None,
+            };
+            if let Some(f) = flag {
+                e.field = f.to_string();
+            }
+            e
+        })?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("gpumem-exporter").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn flags_override_defaults() {
+        let c = parse(&[
+            "--source",
+            "sim",
+            "--sample-interval",
+            "250ms",
+            "--web.listen-address",
+            "127.0.0.1:1",
+        ])
+        .common
+        .effective_config()
+        .unwrap();
+        assert_eq!(c.source, "sim");
+        assert_eq!(c.sample_interval, Duration::from_millis(250));
+        assert_eq!(c.web.listen_address, "127.0.0.1:1");
+    }
+
+    #[test]
+    fn a_bad_flag_value_names_the_flag() {
+        let e = parse(&["--sample-interval", "5ms"])
+            .common
+            .effective_config()
+            .unwrap_err();
+        assert_eq!(e.field, "--sample-interval");
+        let e = parse(&["--source", "gpu"])
+            .common
+            .effective_config()
+            .unwrap_err();
+        assert_eq!(e.field, "--source");
+        assert!(e.to_string().contains("sim"));
+    }
+
+    #[test]
+    fn scenarios_flag() {
+        let c = parse(&["--sim.scenarios", "steady,oom"])
+            .common
+            .effective_config()
+            .unwrap();
+        assert_eq!(c.sim.gpus.len(), 2);
+        let e = parse(&["--sim.scenarios", "steady,nope"])
+            .common
+            .effective_config()
+            .unwrap_err();
+        assert!(e.message.contains("nope"));
+    }
+}

@@ -1,0 +1,4 @@
+//! The subcommands. Each uses the same engine as the exporter.
+
+pub mod replay;
+pub mod serve;

@@ -1,0 +1,217 @@
+//! The exporter: a sampler thread feeding the engine, and the HTTP servers reading snapshots.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+
+use crate::config::{parse_listen_address, Config, SourceSpec};
+use crate::engine::Engine;
+use crate::exporter::families::Counters;
+use crate::exporter::http::{self, WebState};
+use crate::ingest::server::{self as ingest, IngestState, Peer, SocketGuard};
+use crate::model::Time;
+use crate::snapshot::Snapshot;
+use crate::source::{self, Source};
+
+pub fn unix_now() -> Time {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The source's clock: Unix time for live sources; for replay, trace time running at
+/// `replay.speed` from the trace's start.
+pub fn source_clock(cfg: &Config) -> Arc<dyn Fn() -> Time + Send + Sync> {
+    match cfg.source_spec() {
+        Ok(SourceSpec::Replay(_)) => {
+            let started = Instant::now();
+            let speed = cfg.replay.speed;
+            Arc::new(move || started.elapsed().as_secs_f64() * speed)
+        }
+        _ => Arc::new(unix_now),
+    }
+}
+
+/// Everything the sampler and the servers share.
+#[derive(Clone)]
+pub struct Shared {
+    pub engine: Arc<Mutex<Engine>>,
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub counters: Arc<Counters>,
+    pub ready: Arc<AtomicBool>,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn new(cfg: &Config, source_kind: &str) -> Self {
+        Shared {
+            engine: Arc::new(Mutex::new(Engine::new(cfg, source_kind))),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot {
+                source: source_kind.to_string(),
+                ..Default::default()
+            })),
+            counters: Arc::new(Counters::default()),
+            ready: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Take one sample and publish the new snapshot.
+    pub fn step(&self, source: &mut dyn Source, t: Time) {
+        let obs = source.sample(t);
+        for g in &obs.gpus {
+            self.counters
+                .record_errors(&g.id.index.to_string(), &g.errors);
+        }
+        if obs.reinitialised {
+            self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);
+        }
+        let snap = {
+            let mut e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+            e.observe(&obs);
+            self.counters
+                .tracked_processes
+                .store(e.tracked_processes() as u64, Ordering::Relaxed);
+            e.snapshot()
+        };
+        self.counters.record_sample(obs.duration_seconds);
+        self.snapshot.store(Arc::new(snap));
+        self.ready.store(true, Ordering::Release);
+    }
+}
+
+/// The sampling loop on its own OS thread: NVML calls block, so they stay off the runtime.
+pub fn spawn_sampler(
+    shared: Shared,
+    mut source: Box<dyn Source>,
+    interval: Duration,
+    clock: Arc<dyn Fn() -> Time + Send + Sync>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("sampler".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            while !shared.stop.load(Ordering::Acquire) {
+                shared.step(source.as_mut(), clock());
+                next += interval;
+                let now = Instant::now();
+                if next < now {
+                    // Fell behind (a slow GPU): skip the missed ticks rather than burst.
+                    next = now + interval;
+                }
+                while !shared.stop.load(Ordering::Acquire) {
+                    let left = next.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(100)));
+                }
+            }
+        })
+        .expect("spawn the sampler thread")
+}
+
+async fn shutdown_signal(stop: Arc<AtomicBool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    stop.store(true, Ordering::Release);
+}
+
+pub fn run(cfg: Config) -> anyhow::Result<()> {
+    let source = source::open(&cfg)?;
+    let shared = Shared::new(&cfg, source.kind());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(cfg, source, shared))
+}
+
+async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::Result<()> {
+    let addr = parse_listen_address(&cfg.web.listen_address)
+        .map_err(|m| anyhow::anyhow!("web.listen_address: {m}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (web.listen_address): {e}"))?;
+    let clock = source_clock(&cfg);
+    let ingest_state = IngestState {
+        engine: Arc::clone(&shared.engine),
+        counters: Arc::clone(&shared.counters),
+        clock: Arc::clone(&clock),
+        max_body_bytes: cfg.ingest.max_body_bytes,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let wait_stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let mut _socket_guard = None;
+    if !cfg.ingest.socket.as_os_str().is_empty() {
+        let mode = u32::from_str_radix(cfg.ingest.socket_mode.trim_start_matches("0o"), 8)?;
+        let l = ingest::bind_unix(&cfg.ingest.socket, mode)?;
+        _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
+        tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
+        let app =
+            ingest::router(ingest_state.clone()).into_make_service_with_connect_info::<Peer>();
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            axum::serve(l, app)
+                .with_graceful_shutdown(wait_stop(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+    if !cfg.ingest.listen_address.is_empty() {
+        let a = parse_listen_address(&cfg.ingest.listen_address)
+            .map_err(|m| anyhow::anyhow!("ingest.listen_address: {m}"))?;
+        let l = tokio::net::TcpListener::bind(a)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
+        tracing::warn!(address = %a, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
+        let app = ingest::router(ingest_state).into_make_service_with_connect_info::<Peer>();
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            axum::serve(l, app)
+                .with_graceful_shutdown(wait_stop(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+
+    let web = http::router(WebState {
+        snapshot: Arc::clone(&shared.snapshot),
+        counters: Arc::clone(&shared.counters),
+        ready: Arc::clone(&shared.ready),
+        telemetry_path: cfg.web.telemetry_path.clone(),
+    });
+    tracing::info!(address = %addr, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
+    let rx = stop_rx.clone();
+    tasks.spawn(async move {
+        axum::serve(listener, web)
+            .with_graceful_shutdown(wait_stop(rx))
+            .await
+            .map_err(anyhow::Error::from)
+    });
+
+    let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock);
+    shutdown_signal(Arc::clone(&shared.stop)).await;
+    let _ = stop_tx.send(true);
+    // In-flight requests finish; a scrape during shutdown gets a whole answer or none.
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(Err(e)) = r {
+            tracing::warn!(error = %e, "server ended with an error");
+        }
+    }
+    let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,658 @@
+//! The effective configuration: defaults, the YAML file, then command-line flags, validated
+//! once at start so that every error names the field and what it accepts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::source::sim::Scenario;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub web: WebConfig,
+    /// `nvml`, `sim`, or `replay:<file>[,<file>...]`.
+    pub source: String,
+    #[serde(with = "humantime_serde")]
+    pub sample_interval: Duration,
+    pub log_level: String,
+    pub nvml: NvmlConfig,
+    pub history: HistoryConfig,
+    pub analysis: AnalysisConfig,
+    pub ingest: IngestConfig,
+    pub sim: SimConfig,
+    pub replay: ReplayConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    pub listen_address: String,
+    pub telemetry_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NvmlConfig {
+    /// How long one GPU may take to answer one sample before it is reported down.
+    #[serde(with = "humantime_serde")]
+    pub deadline: Duration,
+    /// Read `/proc/<pid>/comm` for process names.
+    pub read_comm: bool,
+    /// Where `/proc` is (a container may mount the host's elsewhere).
+    pub proc_root: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// How far back the history reaches.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// Width of one history bucket (min/max/last of the samples inside). Memory use does not
+    /// grow with the sample rate: a bucket holds any number of samples.
+    #[serde(with = "humantime_serde")]
+    pub resolution: Duration,
+    /// Processes tracked at most; the oldest idle ones give way first.
+    pub max_processes: usize,
+    /// A process NVML no longer lists and that stopped reporting is forgotten after this.
+    #[serde(with = "humantime_serde")]
+    pub expire_after: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnalysisConfig {
+    /// A floor rising faster than this (MiB per minute) counts as a leak; the seeds use 10.
+    pub leak_threshold_mib_per_min: f64,
+    /// Ignore this long after a process first appears (model load, cache warm-up).
+    #[serde(with = "humantime_serde")]
+    pub warmup: Duration,
+    /// Width of the windows whose minima make the floor.
+    #[serde(with = "humantime_serde")]
+    pub floor_window: Duration,
+    /// How much floor history the leak test looks at.
+    #[serde(with = "humantime_serde")]
+    pub leak_window: Duration,
+    /// Least floor history before a leak can be judged at all.
+    #[serde(with = "humantime_serde")]
+    pub leak_min_span: Duration,
+    /// How long the leak test must keep passing before the flag goes up.
+    #[serde(with = "humantime_serde")]
+    pub leak_persistence: Duration,
+    /// Significance level of the Mann–Kendall trend test.
+    pub leak_significance: f64,
+    /// How much recent history the OOM forecast fits its trend on.
+    #[serde(with = "humantime_serde")]
+    pub eta_window: Duration,
+    /// No ETA beyond this.
+    #[serde(with = "humantime_serde")]
+    pub eta_horizon: Duration,
+    /// An ETA may reach at most this many times as far ahead as the trend it rests on is long.
+    pub eta_max_extrapolation: f64,
+    /// Window of `gpumem_peak_used_bytes{window=...}`.
+    #[serde(with = "humantime_serde")]
+    pub peak_window: Duration,
+    pub risk: RiskConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RiskConfig {
+    #[serde(with = "humantime_serde")]
+    pub critical_eta: Duration,
+    #[serde(with = "humantime_serde")]
+    pub high_eta: Duration,
+    #[serde(with = "humantime_serde")]
+    pub medium_eta: Duration,
+    /// Used fraction of a GPU at which the risk is at least medium (the seeds warn at 75–85%).
+    pub medium_used_fraction: f64,
+    /// Used fraction at which it is at least high.
+    pub high_used_fraction: f64,
+    /// An OOM within this long keeps the risk at least high.
+    #[serde(with = "humantime_serde")]
+    pub recent_oom: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// Unix socket path; empty turns the socket off.
+    pub socket: PathBuf,
+    /// Octal permission bits of the socket file.
+    pub socket_mode: String,
+    /// Plain-HTTP ingest on TCP, off when empty. Loopback only unless `allow_remote`.
+    pub listen_address: String,
+    pub allow_remote: bool,
+    pub max_body_bytes: usize,
+    /// A process that stopped reporting keeps its allocator series this long.
+    #[serde(with = "humantime_serde")]
+    pub expire_after: Duration,
+    /// Largest free block reports are sent at a lower rate; keep the last one this long.
+    #[serde(with = "humantime_serde")]
+    pub largest_block_ttl: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub gpus: Vec<SimGpuConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimGpuConfig {
+    pub scenario: Scenario,
+    #[serde(default = "default_total_gib")]
+    pub total_gib: f64,
+    /// Floor growth of the leaking process in the `leak` and `shared` scenarios.
+    #[serde(default)]
+    pub leak_mib_per_min: Option<f64>,
+    /// Seconds the `oom` scenario takes from start to the failed allocation.
+    #[serde(default)]
+    pub ramp_seconds: Option<f64>,
+    /// Simulated processes on this GPU (`processes` scenario only; 8×64 benchmarks use it).
+    #[serde(default)]
+    pub processes: Option<u32>,
+}
+
+fn default_total_gib() -> f64 {
+    80.0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    pub speed: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            web: WebConfig::default(),
+            source: "nvml".into(),
+            sample_interval: Duration::from_secs(1),
+            log_level: "info".into(),
+            nvml: NvmlConfig::default(),
+            history: HistoryConfig::default(),
+            analysis: AnalysisConfig::default(),
+            ingest: IngestConfig::default(),
+            sim: SimConfig::default(),
+            replay: ReplayConfig::default(),
+        }
+    }
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            listen_address: ":10049".into(),
+            telemetry_path: "/metrics".into(),
+        }
+    }
+}
+
+impl Default for NvmlConfig {
+    fn default() -> Self {
+        NvmlConfig {
+            deadline: Duration::from_millis(500),
+            read_comm: true,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            window: Duration::from_secs(30 * 60),
+            resolution: Duration::from_secs(1),
+            max_processes: 1024,
+            expire_after: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            leak_threshold_mib_per_min: 10.0,
+            warmup: Duration::from_secs(15),
+            floor_window: Duration::from_secs(5),
+            leak_window: Duration::from_secs(10 * 60),
+            leak_min_span: Duration::from_secs(30),
+            leak_persistence: Duration::from_secs(15),
+            leak_significance: 0.01,
+            eta_window: Duration::from_secs(120),
+            eta_horizon: Duration::from_secs(3600),
+            eta_max_extrapolation: 10.0,
+            peak_window: Duration::from_secs(300),
+            risk: RiskConfig::default(),
+        }
+    }
+}
+
+impl Default for RiskConfig {
+    fn default() -> Self {
+        RiskConfig {
+            critical_eta: Duration::from_secs(60),
+            high_eta: Duration::from_secs(300),
+            medium_eta: Duration::from_secs(1800),
+            medium_used_fraction: 0.85,
+            high_used_fraction: 0.95,
+            recent_oom: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            socket: PathBuf::from("/run/gpumem/ingest.sock"),
+            socket_mode: "0666".into(),
+            listen_address: String::new(),
+            allow_remote: false,
+            max_body_bytes: 1 << 20,
+            expire_after: Duration::from_secs(30),
+            largest_block_ttl: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 42,
+            gpus: [
+                Scenario::Steady,
+                Scenario::Leak,
+                Scenario::Oom,
+                Scenario::Frag,
+                Scenario::Shared,
+            ]
+            .into_iter()
+            .map(SimGpuConfig::new)
+            .collect(),
+        }
+    }
+}
+
+impl SimGpuConfig {
+    pub fn new(scenario: Scenario) -> Self {
+        SimGpuConfig {
+            scenario,
+            total_gib: default_total_gib(),
+            leak_mib_per_min: None,
+            ramp_seconds: None,
+            processes: None,
+        }
+    }
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig { speed: 1.0 }
+    }
+}
+
+/// A configuration error that names the field and what it accepts.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {field}: {message}")]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Which source to sample, parsed from `source`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceSpec {
+    Nvml,
+    Sim,
+    Replay(Vec<PathBuf>),
+}
+
+pub const SOURCE_ACCEPTED: &str = "accepted: nvml, sim, replay:<file>[,<file>...]";
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+
+impl SourceSpec {
+    pub fn parse(s: &str) -> Result<SourceSpec, ConfigError> {
+        match s {
+            "nvml" => Ok(SourceSpec::Nvml),
+            "sim" => Ok(SourceSpec::Sim),
+            _ => match s.strip_prefix("replay:") {
+                Some(files) => {
+                    let files: Vec<PathBuf> = files
+                        .split(',')
+                        .filter(|f| !f.is_empty())
+                        .map(PathBuf::from)
+                        .collect();
+                    if files.is_empty() {
+                        Err(err(
+                            "source",
+                            format!("`{s}` names no file; {SOURCE_ACCEPTED}"),
+                        ))
+                    } else {
+                        Ok(SourceSpec::Replay(files))
+                    }
+                }
+                None => Err(err(
+                    "source",
+                    format!("`{s}` is not a source; {SOURCE_ACCEPTED}"),
+                )),
+            },
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceSpec::Nvml => "nvml",
+            SourceSpec::Sim => "sim",
+            SourceSpec::Replay(_) => "replay",
+        }
+    }
+}
+
+impl Config {
+    /// Parse a YAML document; errors name the field path.
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                "config".to_string()
+            } else {
+                path
+            };
+            err(&field, e.into_inner().to_string())
+        })
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err("--config", format!("cannot read {}: {e}", path.display())))?;
+        Config::from_yaml(&text)
+    }
+
+    pub fn to_yaml(&self) -> String {
+        serde_yaml_ng::to_string(self).expect("config serialises")
+    }
+
+    pub fn source_spec(&self) -> Result<SourceSpec, ConfigError> {
+        SourceSpec::parse(&self.source)
+    }
+
+    /// Everything a value's type cannot say: ranges and relations between fields.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.source_spec()?;
+        if self.sample_interval < MIN_INTERVAL || self.sample_interval > MAX_INTERVAL {
+            return Err(err(
+                "sample_interval",
+                format!(
+                    "{} is out of range; accepted: 10ms..60s",
+                    humantime::format_duration(self.sample_interval)
+                ),
+            ));
+        }
+        if !matches!(
+            self.log_level.as_str(),
+            "error" | "warn" | "info" | "debug" | "trace"
+        ) {
+            return Err(err(
+                "log_level",
+                format!(
+                    "`{}` is not a level; accepted: error, warn, info, debug, trace",
+                    self.log_level
+                ),
+            ));
+        }
+        parse_listen_address(&self.web.listen_address).map_err(|m| err("web.listen_address", m))?;
+        if !self.web.telemetry_path.starts_with('/') || self.web.telemetry_path.len() < 2 {
+            return Err(err(
+                "web.telemetry_path",
+                format!(
+                    "`{}` must be an absolute path other than `/`, e.g. /metrics",
+                    self.web.telemetry_path
+                ),
+            ));
+        }
+        if self.nvml.deadline.is_zero() {
+            return Err(err("nvml.deadline", "must be greater than 0"));
+        }
+        let h = &self.history;
+        if h.resolution < Duration::from_millis(100) || h.resolution > Duration::from_secs(60) {
+            return Err(err("history.resolution", "accepted: 100ms..60s"));
+        }
+        if h.window < h.resolution * 10 || h.window > Duration::from_secs(24 * 3600) {
+            return Err(err(
+                "history.window",
+                "accepted: at least 10 × history.resolution, at most 24h",
+            ));
+        }
+        if h.max_processes == 0 || h.max_processes > 100_000 {
+            return Err(err("history.max_processes", "accepted: 1..100000"));
+        }
+        let a = &self.analysis;
+        if !(a.leak_threshold_mib_per_min.is_finite() && a.leak_threshold_mib_per_min > 0.0) {
+            return Err(err(
+                "analysis.leak_threshold_mib_per_min",
+                "accepted: a number greater than 0",
+            ));
+        }
+        if !(a.leak_significance > 0.0 && a.leak_significance < 0.5) {
+            return Err(err("analysis.leak_significance", "accepted: 0 < p < 0.5"));
+        }
+        if a.floor_window < h.resolution {
+            return Err(err(
+                "analysis.floor_window",
+                "must be at least history.resolution",
+            ));
+        }
+        if a.leak_window > h.window || a.eta_window > h.window {
+            return Err(err(
+                "analysis.leak_window",
+                "leak_window and eta_window must fit in history.window",
+            ));
+        }
+        if !(a.eta_max_extrapolation.is_finite() && a.eta_max_extrapolation >= 1.0) {
+            return Err(err(
+                "analysis.eta_max_extrapolation",
+                "accepted: a number ≥ 1",
+            ));
+        }
+        let r = &a.risk;
+        if !(r.critical_eta <= r.high_eta && r.high_eta <= r.medium_eta) {
+            return Err(err(
+                "analysis.risk",
+                "critical_eta ≤ high_eta ≤ medium_eta is required",
+            ));
+        }
+        for (f, v) in [
+            ("analysis.risk.medium_used_fraction", r.medium_used_fraction),
+            ("analysis.risk.high_used_fraction", r.high_used_fraction),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(err(f, "accepted: a fraction in (0, 1]"));
+            }
+        }
+        if r.medium_used_fraction > r.high_used_fraction {
+            return Err(err(
+                "analysis.risk.medium_used_fraction",
+                "must not exceed high_used_fraction",
+            ));
+        }
+        if u32::from_str_radix(self.ingest.socket_mode.trim_start_matches("0o"), 8)
+            .map(|m| m > 0o777)
+            .unwrap_or(true)
+        {
+            return Err(err(
+                "ingest.socket_mode",
+                format!(
+                    "`{}` is not an octal mode such as 0660",
+                    self.ingest.socket_mode
+                ),
+            ));
+        }
+        if !self.ingest.listen_address.is_empty() {
+            let addr = parse_listen_address(&self.ingest.listen_address)
+                .map_err(|m| err("ingest.listen_address", m))?;
+            if !addr.ip().is_loopback() && !self.ingest.allow_remote {
+                return Err(err(
+                    "ingest.listen_address",
+                    "is not a loopback address; set ingest.allow_remote (--ingest.allow-remote) to open it",
+                ));
+            }
+        }
+        if self.ingest.max_body_bytes < 1024 || self.ingest.max_body_bytes > 64 << 20 {
+            return Err(err("ingest.max_body_bytes", "accepted: 1024..67108864"));
+        }
+        if self.sim.gpus.is_empty() || self.sim.gpus.len() > 64 {
+            return Err(err("sim.gpus", "accepted: 1..64 GPUs"));
+        }
+        for (i, g) in self.sim.gpus.iter().enumerate() {
+            if !(g.total_gib.is_finite() && g.total_gib >= 1.0 && g.total_gib <= 4096.0) {
+                return Err(err(
+                    &format!("sim.gpus[{i}].total_gib"),
+                    "accepted: 1..4096",
+                ));
+            }
+            if let Some(r) = g.ramp_seconds {
+                if !(r.is_finite() && r >= 10.0) {
+                    return Err(err(
+                        &format!("sim.gpus[{i}].ramp_seconds"),
+                        "accepted: at least 10",
+                    ));
+                }
+            }
+            if let Some(l) = g.leak_mib_per_min {
+                if !(l.is_finite() && l >= 0.0) {
+                    return Err(err(
+                        &format!("sim.gpus[{i}].leak_mib_per_min"),
+                        "accepted: a number ≥ 0",
+                    ));
+                }
+            }
+            if let Some(p) = g.processes {
+                if p == 0 || p > 1024 {
+                    return Err(err(
+                        &format!("sim.gpus[{i}].processes"),
+                        "accepted: 1..1024",
+                    ));
+                }
+            }
+        }
+        if !(self.replay.speed.is_finite() && self.replay.speed > 0.0) {
+            return Err(err("replay.speed", "accepted: a number greater than 0"));
+        }
+        Ok(())
+    }
+}
+
+/// `:10049`, `0.0.0.0:10049`, `[::1]:10049`, `localhost:10049`. A bare port listens on all
+/// interfaces, as Prometheus exporters do.
+pub fn parse_listen_address(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let full = if s.starts_with(':') {
+        format!("[::]{s}")
+    } else {
+        s.to_string()
+    };
+    full.to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not a host:port address ({e})"))?
+        .next()
+        .ok_or_else(|| format!("`{s}` resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let e = Config::from_yaml("analysis:\n  leak_treshold: 3\n").unwrap_err();
+        assert!(e.field.starts_with("analysis"), "{}", e.field);
+        assert!(e.to_string().contains("leak_treshold"), "{e}");
+        assert!(
+            e.message.contains("leak_threshold_mib_per_min"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn bad_scenario_lists_the_accepted_ones() {
+        let e = Config::from_yaml("sim:\n  gpus:\n    - scenario: nope\n").unwrap_err();
+        assert!(e.field.starts_with("sim.gpus[0].scenario"), "{}", e.field);
+        assert!(e.message.contains("steady"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_duration_is_named() {
+        let e = Config::from_yaml("sample_interval: fast\n").unwrap_err();
+        assert_eq!(e.field, "sample_interval");
+    }
+
+    #[test]
+    fn interval_range_is_enforced() {
+        let c = Config {
+            sample_interval: Duration::from_millis(5),
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "sample_interval");
+        assert!(e.message.contains("10ms..60s"));
+    }
+
+    #[test]
+    fn source_spec_parses_and_names_accepted_values() {
+        assert_eq!(SourceSpec::parse("sim").unwrap(), SourceSpec::Sim);
+        assert_eq!(
+            SourceSpec::parse("replay:a.jsonl,b.jsonl").unwrap(),
+            SourceSpec::Replay(vec!["a.jsonl".into(), "b.jsonl".into()])
+        );
+        let e = SourceSpec::parse("dcgm").unwrap_err();
+        assert!(e.message.contains("nvml, sim, replay"));
+    }
+
+    #[test]
+    fn remote_ingest_needs_consent() {
+        let mut c = Config::default();
+        c.ingest.listen_address = "0.0.0.0:9999".into();
+        assert_eq!(c.validate().unwrap_err().field, "ingest.listen_address");
+        c.ingest.allow_remote = true;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn yaml_round_trips() {
+        let c = Config::default();
+        assert_eq!(Config::from_yaml(&c.to_yaml()).unwrap(), c);
+    }
+
+    #[test]
+    fn listen_address_forms() {
+        assert_eq!(parse_listen_address(":10049").unwrap().port(), 10049);
+        assert!(parse_listen_address("127.0.0.1:1")
+            .unwrap()
+            .ip()
+            .is_loopback());
+        assert!(parse_listen_address("nonsense").is_err());
+    }
+}

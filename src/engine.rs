@@ -1,0 +1,631 @@
+//! The engine: takes observations and allocator reports, keeps the bounded history, runs the
+//! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::analysis::fragmentation::{self, AllocatorView};
+use crate::analysis::imbalance::imbalance_ratio;
+use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
+use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, RiskParams};
+use crate::analysis::trend::{fit, floor_points, Trend};
+use crate::config::Config;
+use crate::history::Series;
+use crate::ingest::report::{
+    Component, DeviceStats, EventKind, Identity, RejectReason, Rejection, Report,
+};
+use crate::model::{DeviceMemory, GpuIdentity, Observation, Time};
+use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
+
+type ProcKey = (u32, String);
+
+/// Seconds of history the ETA fit may skip after a process appears (context creation, model
+/// load). Shorter than the leak warm-up: a ramp to OOM can start right away.
+const ETA_WARMUP: f64 = 5.0;
+/// Window over which allocator retries count as "recent".
+const RETRY_WINDOW: f64 = 60.0;
+
+struct GpuState {
+    id: GpuIdentity,
+    memory: Option<DeviceMemory>,
+    used: Series,
+    peak_lifetime: Option<u64>,
+    first_seen: Time,
+    leak_state: LeakState,
+    analysis: GpuAnalysis,
+}
+
+#[derive(Default, Clone)]
+struct GpuAnalysis {
+    eta: Option<oom::Eta>,
+    leak_slope: Option<f64>,
+    leak_suspected: bool,
+}
+
+struct ProcState {
+    comm: Option<String>,
+    pod: Option<PodLabels>,
+    first_seen: Time,
+    last_listed: Option<Time>,
+    listed_now: bool,
+    last_report: Option<Time>,
+    nvml_used: Option<u64>,
+    nvml_series: Series,
+    alloc: Option<DeviceStats>,
+    alloc_series: Series,
+    retries: Series,
+    largest_free: Option<(Time, u64)>,
+    last_oom: Option<Time>,
+    identity: Identity,
+    phase: Option<String>,
+    phase_entries: BTreeMap<String, u64>,
+    components: Vec<Component>,
+    leak_state: LeakState,
+    leak: Option<LeakEstimate>,
+    leak_suspected: bool,
+    eta_trend: Option<Trend>,
+}
+
+impl ProcState {
+    fn new(t: Time, res: f64, window: f64) -> Self {
+        ProcState {
+            comm: None,
+            pod: None,
+            first_seen: t,
+            last_listed: None,
+            listed_now: false,
+            last_report: None,
+            nvml_used: None,
+            nvml_series: Series::new(res, window),
+            alloc: None,
+            alloc_series: Series::new(res, window),
+            retries: Series::new(res, window),
+            largest_free: None,
+            last_oom: None,
+            identity: Identity::default(),
+            phase: None,
+            phase_entries: BTreeMap::new(),
+            components: Vec::new(),
+            leak_state: LeakState::default(),
+            leak: None,
+            leak_suspected: false,
+            eta_trend: None,
+        }
+    }
+
+    fn last_activity(&self) -> Time {
+        self.last_listed
+            .into_iter()
+            .chain(self.last_report)
+            .fold(self.first_seen, f64::max)
+    }
+
+    /// The series the leak and ETA analyses read: the allocator's view where the process
+    /// reports (NVML cannot see a leak the cache absorbs), NVML's otherwise.
+    fn demand_series(&self, reporting: bool) -> &Series {
+        if reporting {
+            &self.alloc_series
+        } else {
+            &self.nvml_series
+        }
+    }
+}
+
+/// Looks up a process's pod; the Kubernetes attribution plugs in here.
+pub trait PodResolver: Send {
+    fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
+}
+
+pub struct Engine {
+    cfg: Config,
+    source: String,
+    res: f64,
+    window: f64,
+    leak_params: LeakParams,
+    eta_params: EtaParams,
+    risk_params: RiskParams,
+    gpus: Vec<GpuState>,
+    procs: HashMap<ProcKey, ProcState>,
+    now: Time,
+    last_analysis: Option<Time>,
+    pod_resolver: Option<Box<dyn PodResolver>>,
+}
+
+impl Engine {
+    pub fn new(cfg: &Config, source: &str) -> Self {
+        Engine {
+            res: cfg.history.resolution.as_secs_f64(),
+            window: cfg.history.window.as_secs_f64(),
+            leak_params: LeakParams::from_config(&cfg.analysis),
+            eta_params: EtaParams::from_config(&cfg.analysis),
+            risk_params: RiskParams::from_config(&cfg.analysis.risk),
+            cfg: cfg.clone(),
+            source: source.to_string(),
+            gpus: Vec::new(),
+            procs: HashMap::new(),
+            now: f64::NEG_INFINITY,
+            last_analysis: None,
+            pod_resolver: None,
+        }
+    }
+
+    pub fn set_pod_resolver(&mut self, r: Box<dyn PodResolver>) {
+        self.pod_resolver = Some(r);
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn tracked_processes(&self) -> usize {
+        self.procs.len()
+    }
+
+    fn new_proc(&self, t: Time) -> ProcState {
+        ProcState::new(t, self.res, self.window)
+    }
+
+    /// Fold one observation in, then analyse if a history bucket has closed since last time.
+    pub fn observe(&mut self, obs: &Observation) {
+        let t = obs.t;
+        self.now = self.now.max(t);
+        for r in &obs.gpus {
+            let idx = match self.gpus.iter().position(|g| g.id.uuid == r.id.uuid) {
+                Some(i) => i,
+                None => {
+                    self.gpus.push(GpuState {
+                        id: r.id.clone(),
+                        memory: None,
+                        used: Series::new(self.res, self.window),
+                        peak_lifetime: None,
+                        first_seen: t,
+                        leak_state: LeakState::default(),
+                        analysis: GpuAnalysis::default(),
+                    });
+                    self.gpus.len() - 1
+                }
+            };
+            let g = &mut self.gpus[idx];
+            g.id = r.id.clone();
+            g.memory = r.memory;
+            let Some(m) = r.memory else {
+                continue;
+            };
+            g.used.push(t, m.used as f64);
+            g.peak_lifetime = Some(g.peak_lifetime.unwrap_or(0).max(m.used));
+            let uuid = r.id.uuid.clone();
+            for p in self.procs.iter_mut().filter(|(k, _)| k.1 == uuid) {
+                p.1.listed_now = false;
+            }
+            for p in &r.processes {
+                let key = (p.pid, uuid.clone());
+                if !self.procs.contains_key(&key) {
+                    if !self.make_room() {
+                        continue;
+                    }
+                    let st = self.new_proc(t);
+                    self.procs.insert(key.clone(), st);
+                }
+                let st = self.procs.get_mut(&key).expect("inserted above");
+                st.listed_now = true;
+                st.last_listed = Some(t);
+                st.nvml_used = Some(p.used_bytes);
+                st.nvml_series.push(t, p.used_bytes as f64);
+                if p.comm.is_some() {
+                    st.comm = p.comm.clone();
+                }
+            }
+        }
+        for (pid, report) in &obs.reports {
+            // The simulator's and replay's reports take the same path as real ones.
+            if let Err(e) = self.report(*pid, t, report) {
+                tracing::warn!(pid, error = %e, "source produced a report the ingest path rejects");
+            }
+        }
+        self.expire(t);
+        if self
+            .last_analysis
+            .is_none_or(|last| t - last >= self.res || t < last)
+        {
+            self.analyse(t);
+            self.last_analysis = Some(t);
+        }
+    }
+
+    /// Forget the least recently active process that is no longer active, to stay under the cap.
+    fn make_room(&mut self) -> bool {
+        if self.procs.len() < self.cfg.history.max_processes {
+            return true;
+        }
+        let expire = self.cfg.ingest.expire_after.as_secs_f64();
+        let now = self.now;
+        let victim = self
+            .procs
+            .iter()
+            .filter(|(_, p)| !p.listed_now && p.last_report.is_none_or(|r| now - r > expire))
+            .min_by(|a, b| a.1.last_activity().total_cmp(&b.1.last_activity()))
+            .map(|(k, _)| k.clone());
+        match victim {
+            Some(k) => {
+                self.procs.remove(&k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expire(&mut self, now: Time) {
+        let keep = self.cfg.history.expire_after.as_secs_f64();
+        let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        self.procs.retain(|_, p| {
+            let reporting = p.last_report.is_some_and(|r| now - r <= report_ttl);
+            p.listed_now || reporting || now - p.last_activity() <= keep
+        });
+    }
+
+    /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
+    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<(), Rejection> {
+        let t = if t.is_finite() { t } else { self.now };
+        for d in &report.devices {
+            let key = (pid, d.uuid.clone());
+            if !self.procs.contains_key(&key) {
+                if !self.make_room() {
+                    return Err(Rejection::new(
+                        RejectReason::TooManyProcesses,
+                        format!(
+                            "the exporter already tracks {} processes (history.max_processes)",
+                            self.cfg.history.max_processes
+                        ),
+                    ));
+                }
+                let st = self.new_proc(t);
+                self.procs.insert(key.clone(), st);
+            }
+        }
+        for d in &report.devices {
+            let key = (pid, d.uuid.clone());
+            let st = self.procs.get_mut(&key).expect("inserted above");
+            st.last_report = Some(t);
+            st.alloc_series.push(t, d.allocated_bytes as f64);
+            if let Some(r) = d.alloc_retries {
+                st.retries.push(t, r as f64);
+            }
+            if let Some(lb) = d.largest_free_block_bytes {
+                st.largest_free = Some((t, lb));
+            }
+            let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
+            if d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
+                st.last_oom = Some(t);
+            }
+            st.alloc = Some(d.clone());
+            st.identity = report.identity.clone();
+            if let Some(c) = &report.components {
+                st.components = c.clone();
+            }
+            for e in &report.events {
+                match e.kind {
+                    EventKind::Phase => {
+                        *st.phase_entries.entry(e.name.clone()).or_insert(0) += 1;
+                    }
+                    EventKind::Oom if e.name.is_empty() || e.name == d.uuid => {
+                        st.last_oom = Some(t);
+                    }
+                    _ => {}
+                }
+            }
+            if report.phase.is_some() || report.events.iter().any(|e| e.kind == EventKind::Phase) {
+                st.phase = report.phase.clone();
+            }
+        }
+        self.now = self.now.max(t);
+        Ok(())
+    }
+
+    fn reporting(&self, p: &ProcState, now: Time) -> bool {
+        p.last_report
+            .is_some_and(|r| now - r <= self.cfg.ingest.expire_after.as_secs_f64())
+            && p.alloc.is_some()
+    }
+
+    fn analyse(&mut self, now: Time) {
+        let lp = self.leak_params;
+        let ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
+        for p in self.procs.values_mut() {
+            let reporting = p.last_report.is_some_and(|r| now - r <= ttl) && p.alloc.is_some();
+            let series = p.demand_series(reporting);
+            let estimate = leak::estimate(series, p.first_seen, now, &lp);
+            let from = (p.first_seen + ETA_WARMUP).max(now - eta_window);
+            let eta_trend = fit(&floor_points(series, from, now, self.res));
+            p.leak = estimate;
+            p.leak_suspected = p.leak_state.update(p.leak.as_ref(), now, lp.persistence);
+            p.eta_trend = eta_trend;
+        }
+        for gi in 0..self.gpus.len() {
+            let analysis = self.analyse_gpu(gi, now);
+            self.gpus[gi].analysis = analysis;
+        }
+    }
+
+    fn analyse_gpu(&mut self, gi: usize, now: Time) -> GpuAnalysis {
+        let g = &self.gpus[gi];
+        let Some(m) = g.memory else {
+            return GpuAnalysis::default();
+        };
+        let uuid = g.id.uuid.clone();
+        let mut parts = Vec::new();
+        let mut attributed = 0.0;
+        let mut slope_sum = None::<f64>;
+        let mut any_suspected = false;
+        for (_, p) in self.procs.iter().filter(|(k, _)| k.1 == uuid) {
+            let reporting = self.reporting(p, now);
+            if !(p.listed_now || reporting) {
+                continue;
+            }
+            let nvml = if p.listed_now { p.nvml_used } else { None };
+            let demand = match (reporting, &p.alloc) {
+                (true, Some(a)) => {
+                    let overhead = nvml
+                        .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
+                        .unwrap_or(0.0);
+                    let recent_peak = p
+                        .alloc_series
+                        .max_since(now - 5.0)
+                        .unwrap_or(a.allocated_bytes as f64);
+                    let peak = p
+                        .eta_trend
+                        .map(|t| (t.floor_now + t.swing).max(0.0))
+                        .unwrap_or(recent_peak);
+                    // What the process holds now must fit too (the allocator only gives back
+                    // its cache when an allocation fails, then its demand is the peak).
+                    attributed += nvml.map(|u| u as f64).unwrap_or(a.reserved_bytes as f64);
+                    overhead + peak
+                }
+                _ => {
+                    let used = nvml.unwrap_or(0) as f64;
+                    attributed += used;
+                    used
+                }
+            };
+            parts.push(DemandPart {
+                demand,
+                trend: p.eta_trend,
+            });
+            if let Some(l) = &p.leak {
+                *slope_sum.get_or_insert(0.0) += l.trend.slope;
+            }
+            any_suspected |= p.leak_suspected;
+        }
+        let unattributed = (m.used as f64 - attributed).max(0.0);
+        parts.push(DemandPart {
+            demand: unattributed,
+            trend: None,
+        });
+        let capacity = (m.total - m.reserved) as f64;
+        let eta = oom::eta(capacity, &parts, &self.eta_params);
+
+        // Without per-process data the device's own floor is all there is.
+        let g = &mut self.gpus[gi];
+        let device_leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
+        let device_flag =
+            g.leak_state
+                .update(device_leak.as_ref(), now, self.leak_params.persistence);
+        let leak_slope = slope_sum.or(device_leak.map(|l| l.trend.slope));
+        GpuAnalysis {
+            eta,
+            leak_slope,
+            leak_suspected: any_suspected || (slope_sum.is_none() && device_flag),
+        }
+    }
+
+    fn process_view(&mut self, key: &ProcKey, now: Time) -> Option<ProcessView> {
+        let ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        let block_ttl = self.cfg.ingest.largest_block_ttl.as_secs_f64();
+        let gpu = self
+            .gpus
+            .iter()
+            .find(|g| g.id.uuid == key.1)
+            .map(|g| g.id.index);
+        let resolver = self.pod_resolver.as_mut();
+        let p = self.procs.get_mut(key)?;
+        let reporting = p.last_report.is_some_and(|r| now - r <= ttl) && p.alloc.is_some();
+        if !(p.listed_now || reporting) {
+            return None;
+        }
+        if p.pod.is_none() {
+            if let Some(r) = resolver {
+                p.pod = r.resolve(key.0);
+            }
+        }
+        let alloc = if reporting { p.alloc.clone() } else { None };
+        let largest = p
+            .largest_free
+            .filter(|(t, _)| now - t <= block_ttl)
+            .map(|(_, v)| v);
+        let view = alloc.as_ref().map(|a| AllocatorView {
+            allocated: a.allocated_bytes as f64,
+            reserved: a.reserved_bytes as f64,
+            inactive_split: a.inactive_split_bytes.map(|v| v as f64),
+            largest_free_block: largest.map(|v| v as f64),
+        });
+        let nvml_used = if p.listed_now { p.nvml_used } else { None };
+        let overhead = match (nvml_used, &alloc) {
+            (Some(u), Some(a)) => Some(u as f64 - a.reserved_bytes as f64),
+            _ => None,
+        };
+        Some(ProcessView {
+            gpu,
+            uuid: key.1.clone(),
+            pid: key.0,
+            comm: p.comm.clone().unwrap_or_default(),
+            pod: p.pod.clone(),
+            nvml_used,
+            largest_free_block: if alloc.is_some() { largest } else { None },
+            overhead,
+            identity: p.identity.clone(),
+            phase: if alloc.is_some() {
+                p.phase.clone()
+            } else {
+                None
+            },
+            phase_entries: p
+                .phase_entries
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            components: p.components.clone(),
+            leak_slope: p.leak.map(|l| l.trend.slope),
+            leak_p_value: p.leak.map(|l| l.trend.p_value),
+            leak_suspected: p.leak_suspected,
+            risk: RiskLevel::Low,
+            fragmentation: view.as_ref().and_then(fragmentation::fragmentation_ratio),
+            cached_unallocated: view
+                .as_ref()
+                .and_then(fragmentation::cached_unallocated_ratio),
+            allocator: alloc,
+            age: now - p.first_seen,
+        })
+    }
+
+    fn recent_retries(p: &ProcState, now: Time) -> u64 {
+        let Some((_, last)) = p.retries.last() else {
+            return 0;
+        };
+        let before = p
+            .retries
+            .buckets()
+            .iter()
+            .take_while(|b| b.t_last < now - RETRY_WINDOW)
+            .last()
+            .map(|b| b.last)
+            .or_else(|| p.retries.buckets().front().map(|b| b.min))
+            .unwrap_or(last);
+        (last - before).max(0.0) as u64
+    }
+
+    /// Build the snapshot for the latest observation.
+    pub fn snapshot(&mut self) -> Snapshot {
+        let now = self.now;
+        let mut keys: Vec<ProcKey> = self.procs.keys().cloned().collect();
+        keys.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        let mut processes: Vec<ProcessView> = keys
+            .iter()
+            .filter_map(|k| self.process_view(k, now))
+            .collect();
+        let peak_window = self.cfg.analysis.peak_window.as_secs_f64();
+        let mut gpus = Vec::with_capacity(self.gpus.len());
+        for g in &self.gpus {
+            let on_gpu: Vec<&ProcessView> =
+                processes.iter().filter(|p| p.uuid == g.id.uuid).collect();
+            let views: Vec<AllocatorView> = on_gpu
+                .iter()
+                .filter_map(|p| {
+                    p.allocator.as_ref().map(|a| AllocatorView {
+                        allocated: a.allocated_bytes as f64,
+                        reserved: a.reserved_bytes as f64,
+                        inactive_split: a.inactive_split_bytes.map(|v| v as f64),
+                        largest_free_block: p.largest_free_block.map(|v| v as f64),
+                    })
+                })
+                .collect();
+            let (cached, frag) = if views.is_empty() {
+                (None, None)
+            } else {
+                fragmentation::combine(&views)
+            };
+            let retries: u64 = self
+                .procs
+                .iter()
+                .filter(|(k, _)| k.1 == g.id.uuid)
+                .map(|(_, p)| Self::recent_retries(p, now))
+                .sum();
+            let oom_age = self
+                .procs
+                .iter()
+                .filter(|(k, _)| k.1 == g.id.uuid)
+                .filter_map(|(_, p)| p.last_oom)
+                .map(|t| now - t)
+                .reduce(f64::min);
+            let up = g.memory.is_some();
+            let mut view = GpuView {
+                id: g.id.clone(),
+                up,
+                memory: g.memory,
+                peak_lifetime: g.peak_lifetime,
+                peak_window: g.used.max_since(now - peak_window).map(|v| v as u64),
+                eta_seconds: g.analysis.eta.map(|e| e.seconds),
+                growth_bytes_per_second: g.analysis.eta.map(|e| e.slope),
+                risk: RiskLevel::Low,
+                risk_reason: oom::RiskReason::None,
+                recommendation: "",
+                leak_slope: g.analysis.leak_slope,
+                leak_suspected: g.analysis.leak_suspected,
+                fragmentation: frag,
+                cached_unallocated: cached,
+            };
+            if up {
+                let (level, reason) = oom::assess(
+                    &RiskInputs {
+                        eta: view.eta_seconds,
+                        used_fraction: view.used_fraction(),
+                        recent_retries: retries,
+                        oom_age,
+                    },
+                    &self.risk_params,
+                );
+                view.risk = level;
+                view.risk_reason = reason;
+                view.recommendation = oom::recommendation(level, reason, frag);
+            }
+            gpus.push(view);
+        }
+        // A process shares its GPU's risk (a neighbour's leak can make it the one that fails),
+        // raised by what its own allocator says.
+        for p in &mut processes {
+            let gpu_risk = gpus
+                .iter()
+                .find(|g| g.id.uuid == p.uuid)
+                .map(|g| g.risk)
+                .unwrap_or(RiskLevel::Low);
+            let st = &self.procs[&(p.pid, p.uuid.clone())];
+            let (own, _) = oom::assess(
+                &RiskInputs {
+                    recent_retries: Self::recent_retries(st, now),
+                    oom_age: st.last_oom.map(|t| now - t),
+                    ..Default::default()
+                },
+                &self.risk_params,
+            );
+            p.risk = gpu_risk.max(own);
+        }
+        let used: Vec<f64> = gpus
+            .iter()
+            .filter_map(|g| g.memory.map(|m| m.used as f64))
+            .collect();
+        let mut jobs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for p in &processes {
+            if let Some(job) = &p.identity.job {
+                let v = p
+                    .allocator
+                    .as_ref()
+                    .map(|a| a.allocated_bytes as f64)
+                    .or(p.nvml_used.map(|u| u as f64));
+                if let Some(v) = v {
+                    jobs.entry(job.clone()).or_default().push(v);
+                }
+            }
+        }
+        Snapshot {
+            t: now,
+            source: self.source.clone(),
+            gpus,
+            processes,
+            node_imbalance: imbalance_ratio(&used),
+            job_imbalance: jobs
+                .into_iter()
+                .filter_map(|(j, v)| imbalance_ratio(&v).map(|r| (j, r)))
+                .collect(),
+            peak_window_label: humantime::format_duration(self.cfg.analysis.peak_window)
+                .to_string(),
+        }
+    }
+}

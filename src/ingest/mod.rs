@@ -1,0 +1,6 @@
+//! Allocator reports from inside training processes (docs/ingest.md).
+
+pub mod report;
+pub mod server;
+
+pub use report::Report;

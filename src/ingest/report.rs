@@ -1,0 +1,424 @@
+//! The allocator report body (docs/ingest.md): parsing and validation. Pure: bytes in, a
+//! validated report or a rejection that names the field out.
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u64 = 1;
+/// 2^53: far beyond any GPU's memory; larger byte counts are absurd, not big.
+pub const MAX_BYTES: u64 = 1 << 53;
+const MAX_DEVICES: usize = 64;
+const MAX_EVENTS: usize = 256;
+const MAX_COMPONENTS: usize = 32;
+const MAX_RANK: u64 = 1_000_000;
+/// Allocated above reserved by more than this is an inconsistent report.
+const ALLOCATED_SLACK: u64 = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Identity {
+    #[serde(default)]
+    pub job: Option<String>,
+    #[serde(default)]
+    pub rank: Option<u64>,
+    #[serde(default)]
+    pub local_rank: Option<u64>,
+    #[serde(default)]
+    pub world_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DeviceStats {
+    pub uuid: String,
+    #[serde(default)]
+    pub allocator: Option<String>,
+    pub allocated_bytes: u64,
+    pub reserved_bytes: u64,
+    #[serde(default)]
+    pub active_bytes: Option<u64>,
+    #[serde(default)]
+    pub inactive_split_bytes: Option<u64>,
+    #[serde(default)]
+    pub segments: Option<u64>,
+    #[serde(default)]
+    pub alloc_retries: Option<u64>,
+    #[serde(default)]
+    pub ooms: Option<u64>,
+    #[serde(default)]
+    pub allocated_peak_bytes: Option<u64>,
+    #[serde(default)]
+    pub reserved_peak_bytes: Option<u64>,
+    #[serde(default)]
+    pub largest_free_block_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Phase,
+    Mark,
+    Oom,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub kind: EventKind,
+    pub name: String,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Component {
+    pub component: String,
+    #[serde(default)]
+    pub parameters_bytes: Option<u64>,
+    #[serde(default)]
+    pub gradients_bytes: Option<u64>,
+    #[serde(default)]
+    pub optimizer_bytes: Option<u64>,
+}
+
+/// A validated allocator report. The sender's pid is never part of it: the transport supplies it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Report {
+    pub version: u64,
+    #[serde(default)]
+    pub identity: Identity,
+    pub devices: Vec<DeviceStats>,
+    #[serde(default)]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub events: Vec<Event>,
+    #[serde(default)]
+    pub components: Option<Vec<Component>>,
+}
+
+/// Why a report was refused; the label value of `gpumem_ingest_rejected_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    Malformed,
+    InvalidValue,
+    UnsupportedVersion,
+    TooLarge,
+    ContentType,
+    TooManyProcesses,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 6] = [
+        RejectReason::Malformed,
+        RejectReason::InvalidValue,
+        RejectReason::UnsupportedVersion,
+        RejectReason::TooLarge,
+        RejectReason::ContentType,
+        RejectReason::TooManyProcesses,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Malformed => "malformed",
+            RejectReason::InvalidValue => "invalid_value",
+            RejectReason::UnsupportedVersion => "unsupported_version",
+            RejectReason::TooLarge => "too_large",
+            RejectReason::ContentType => "content_type",
+            RejectReason::TooManyProcesses => "too_many_processes",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Rejection {
+    pub reason: RejectReason,
+    pub message: String,
+}
+
+impl Rejection {
+    pub fn new(reason: RejectReason, message: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+fn invalid(message: String) -> Rejection {
+    Rejection::new(RejectReason::InvalidValue, message)
+}
+
+/// Parse and validate a body. Unknown members are ignored (newer clients, older exporters).
+pub fn parse(body: &[u8]) -> Result<Report, Rejection> {
+    // Read the version first so that a future body gets "unsupported version", not a
+    // confusing complaint about a field it renamed.
+    let probe: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| Rejection::new(RejectReason::Malformed, format!("body is not JSON: {e}")))?;
+    let Some(obj) = probe.as_object() else {
+        return Err(Rejection::new(
+            RejectReason::Malformed,
+            "body must be a JSON object",
+        ));
+    };
+    match obj.get("version") {
+        None => {
+            return Err(Rejection::new(
+                RejectReason::Malformed,
+                "missing field `version` (this exporter reads version 1)",
+            ))
+        }
+        Some(v) if v.as_u64() == Some(SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(Rejection::new(
+                RejectReason::UnsupportedVersion,
+                format!("unsupported version {v}: this exporter reads version {SCHEMA_VERSION}"),
+            ))
+        }
+    }
+    let mut report: Report = serde_path_to_error::deserialize(probe).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let reason = if inner.to_string().contains("invalid value") {
+            RejectReason::InvalidValue
+        } else {
+            RejectReason::Malformed
+        };
+        Rejection::new(reason, format!("{path}: {inner}"))
+    })?;
+    validate(&mut report)?;
+    Ok(report)
+}
+
+/// Keep label values printable and short; a label is no place for a payload.
+pub fn sanitize_label(value: &str, max_chars: usize) -> String {
+    value
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(max_chars)
+        .collect()
+}
+
+fn check_bytes(path: &str, v: Option<u64>) -> Result<(), Rejection> {
+    match v {
+        Some(v) if v > MAX_BYTES => Err(invalid(format!(
+            "{path}: {v} is absurd (more than 2^53 bytes)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn validate(r: &mut Report) -> Result<(), Rejection> {
+    if r.devices.len() > MAX_DEVICES {
+        return Err(invalid(format!(
+            "devices: {} items, at most {MAX_DEVICES}",
+            r.devices.len()
+        )));
+    }
+    if r.events.len() > MAX_EVENTS {
+        return Err(invalid(format!(
+            "events: {} items, at most {MAX_EVENTS}",
+            r.events.len()
+        )));
+    }
+    for (name, v) in [
+        ("identity.rank", r.identity.rank),
+        ("identity.local_rank", r.identity.local_rank),
+        ("identity.world_size", r.identity.world_size),
+    ] {
+        if let Some(v) = v {
+            if v > MAX_RANK {
+                return Err(invalid(format!(
+                    "{name}: {v} is out of range 0..{MAX_RANK}"
+                )));
+            }
+        }
+    }
+    if let Some(job) = &r.identity.job {
+        r.identity.job = Some(sanitize_label(job, 128));
+    }
+    for (i, d) in r.devices.iter_mut().enumerate() {
+        let p = |f: &str| format!("devices[{i}].{f}");
+        let uuid = sanitize_label(d.uuid.trim(), 96);
+        if uuid.is_empty() {
+            return Err(invalid(format!("{}: must not be empty", p("uuid"))));
+        }
+        d.uuid = uuid;
+        if let Some(a) = &d.allocator {
+            d.allocator = Some(sanitize_label(a, 32));
+        }
+        for (f, v) in [
+            ("allocated_bytes", Some(d.allocated_bytes)),
+            ("reserved_bytes", Some(d.reserved_bytes)),
+            ("active_bytes", d.active_bytes),
+            ("inactive_split_bytes", d.inactive_split_bytes),
+            ("allocated_peak_bytes", d.allocated_peak_bytes),
+            ("reserved_peak_bytes", d.reserved_peak_bytes),
+            ("largest_free_block_bytes", d.largest_free_block_bytes),
+            ("segments", d.segments),
+            ("alloc_retries", d.alloc_retries),
+            ("ooms", d.ooms),
+        ] {
+            check_bytes(&p(f), v)?;
+        }
+        if d.allocated_bytes > d.reserved_bytes.saturating_add(ALLOCATED_SLACK) {
+            return Err(invalid(format!(
+                "{}: allocated_bytes {} exceeds reserved_bytes {}",
+                p("allocated_bytes"),
+                d.allocated_bytes,
+                d.reserved_bytes
+            )));
+        }
+    }
+    if let Some(phase) = &r.phase {
+        r.phase = Some(sanitize_label(phase, 64)).filter(|s| !s.is_empty());
+    }
+    for e in &mut r.events {
+        e.name = sanitize_label(&e.name, 64);
+        if let Some(m) = &e.message {
+            e.message = Some(sanitize_label(m, 1024));
+        }
+    }
+    if let Some(components) = &mut r.components {
+        if components.len() > MAX_COMPONENTS {
+            return Err(invalid(format!(
+                "components: {} items, at most {MAX_COMPONENTS}",
+                components.len()
+            )));
+        }
+        for (i, c) in components.iter_mut().enumerate() {
+            c.component = sanitize_label(&c.component, 32);
+            if c.component.is_empty() {
+                return Err(invalid(format!(
+                    "components[{i}].component: must not be empty"
+                )));
+            }
+            for (f, v) in [
+                ("parameters_bytes", c.parameters_bytes),
+                ("gradients_bytes", c.gradients_bytes),
+                ("optimizer_bytes", c.optimizer_bytes),
+            ] {
+                check_bytes(&format!("components[{i}].{f}"), v)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok_body() -> serde_json::Value {
+        serde_json::json!({
+            "version": 1,
+            "identity": {"job": "j", "rank": 3},
+            "devices": [{"uuid": "GPU-1", "allocated_bytes": 10, "reserved_bytes": 20,
+                          "largest_free_block_bytes": 5}],
+            "phase": "forward",
+            "events": [{"kind": "mark", "name": "loaded"}],
+            "unknown_member": {"is": "ignored"}
+        })
+    }
+
+    fn parse_value(v: serde_json::Value) -> Result<Report, Rejection> {
+        parse(serde_json::to_vec(&v).unwrap().as_slice())
+    }
+
+    #[test]
+    fn accepts_a_valid_body_and_ignores_unknown_members() {
+        let r = parse_value(ok_body()).unwrap();
+        assert_eq!(r.devices[0].reserved_bytes, 20);
+        assert_eq!(r.identity.rank, Some(3));
+        assert_eq!(r.phase.as_deref(), Some("forward"));
+        assert_eq!(r.events[0].kind, EventKind::Mark);
+    }
+
+    #[test]
+    fn rejects_each_kind_of_bad_input_with_the_field_named() {
+        let e = parse(b"{not json").unwrap_err();
+        assert_eq!(e.reason, RejectReason::Malformed);
+
+        let mut v = ok_body();
+        v["version"] = 2.into();
+        assert_eq!(
+            parse_value(v).unwrap_err().reason,
+            RejectReason::UnsupportedVersion
+        );
+
+        let mut v = ok_body();
+        v["devices"][0]["allocated_bytes"] = "ten".into();
+        let e = parse_value(v).unwrap_err();
+        assert_eq!(e.reason, RejectReason::Malformed);
+        assert!(
+            e.message.contains("devices[0].allocated_bytes"),
+            "{}",
+            e.message
+        );
+
+        let mut v = ok_body();
+        v["devices"][0]["reserved_bytes"] = (-5).into();
+        let e = parse_value(v).unwrap_err();
+        assert!(
+            e.message.contains("devices[0].reserved_bytes"),
+            "{}",
+            e.message
+        );
+
+        let mut v = ok_body();
+        v["devices"][0]["reserved_bytes"] = (1u64 << 60).into();
+        v["devices"][0]["allocated_bytes"] = 0.into();
+        let e = parse_value(v).unwrap_err();
+        assert_eq!(e.reason, RejectReason::InvalidValue);
+        assert!(e.message.contains("absurd"));
+
+        let mut v = ok_body();
+        v["devices"][0]["allocated_bytes"] = (100u64 << 20).into();
+        let e = parse_value(v).unwrap_err();
+        assert_eq!(e.reason, RejectReason::InvalidValue);
+
+        let mut v = ok_body();
+        v["devices"][0]["uuid"] = "".into();
+        assert_eq!(
+            parse_value(v).unwrap_err().reason,
+            RejectReason::InvalidValue
+        );
+
+        let mut v = ok_body();
+        v.as_object_mut().unwrap().remove("devices");
+        let e = parse_value(v).unwrap_err();
+        assert!(e.message.contains("devices"), "{}", e.message);
+    }
+
+    #[test]
+    fn label_values_are_cleaned_and_capped() {
+        let mut v = ok_body();
+        v["identity"]["job"] = "a\u{0}b\nc".repeat(100).into();
+        let r = parse_value(v).unwrap();
+        let job = r.identity.job.unwrap();
+        assert!(job.chars().all(|c| !c.is_control()));
+        assert_eq!(job.chars().count(), 128);
+    }
+
+    #[test]
+    fn a_pid_in_the_body_is_not_part_of_the_report() {
+        let mut v = ok_body();
+        v["pid"] = 1.into();
+        let r = parse_value(v).unwrap();
+        // The report type has no pid at all: attribution comes from the transport.
+        let back = serde_json::to_value(&r).unwrap();
+        assert!(back.get("pid").is_none());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parser_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = parse(&bytes);
+        }
+
+        #[test]
+        fn parser_never_panics_on_arbitrary_json_numbers(a in proptest::num::i64::ANY, b in proptest::num::f64::ANY, s in ".{0,80}") {
+            let v = serde_json::json!({"version": 1, "identity": {"job": s, "rank": a},
+                "devices": [{"uuid": "GPU-x", "allocated_bytes": a, "reserved_bytes": b}]});
+            if let Ok(r) = parse_value(v) {
+                proptest::prop_assert!(r.devices[0].allocated_bytes <= r.devices[0].reserved_bytes + (1 << 20));
+            }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The readings every source produces, in one shape, so that the engine never knows whether a
+//! number came from NVML, the simulator or a replayed trace.
+
+use serde::Serialize;
+
+/// Seconds on the source's clock: Unix time for live sources, trace time for replay.
+/// Analysis only ever looks at these timestamps, never at a wall clock.
+pub type Time = f64;
+
+/// Identity and descriptive data of one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuIdentity {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub pci_bus_id: String,
+}
+
+/// Device memory as NVML's `nvmlDeviceGetMemoryInfo_v2` reports it: total = reserved + used + free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct DeviceMemory {
+    pub total: u64,
+    pub reserved: u64,
+    pub used: u64,
+    pub free: u64,
+}
+
+/// One process as NVML lists it on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessReading {
+    pub pid: u32,
+    pub used_bytes: u64,
+    /// `/proc/<pid>/comm` where visible.
+    pub comm: Option<String>,
+}
+
+/// Why a GPU could not be read this time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Timeout,
+    GpuLost,
+    NotSupported,
+    Driver,
+    ProcessGone,
+    Other,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Timeout,
+        ErrorKind::GpuLost,
+        ErrorKind::NotSupported,
+        ErrorKind::Driver,
+        ErrorKind::ProcessGone,
+        ErrorKind::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::GpuLost => "gpu_lost",
+            ErrorKind::NotSupported => "not_supported",
+            ErrorKind::Driver => "driver",
+            ErrorKind::ProcessGone => "process_gone",
+            ErrorKind::Other => "other",
+        }
+    }
+}
+
+/// One GPU at one moment. `memory` is `None` when the GPU could not be read; `errors` says why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuReading {
+    pub id: GpuIdentity,
+    pub memory: Option<DeviceMemory>,
+    pub processes: Vec<ProcessReading>,
+    pub errors: Vec<ErrorKind>,
+}
+
+impl GpuReading {
+    pub fn is_up(&self) -> bool {
+        self.memory.is_some()
+    }
+}
+
+/// Everything a source saw in one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Observation {
+    pub t: Time,
+    pub gpus: Vec<GpuReading>,
+    /// Allocator reports that the source itself produced (simulator, replay). Reports from
+    /// real processes arrive through the ingest endpoint instead; both end in the same engine call.
+    #[serde(skip)]
+    pub reports: Vec<(u32, crate::ingest::Report)>,
+    /// Wall seconds the sample took, for the exporter's own gauge.
+    pub duration_seconds: f64,
+    /// NVML was initialised again before this sample.
+    pub reinitialised: bool,
+}

@@ -1,0 +1,92 @@
+//! One immutable view of everything the exporter knows at one moment. The engine builds it
+//! after each sample; `/metrics`, the JSON API, the CLI reports, `top` and the replay timeline
+//! all read it, so they can never disagree.
+
+use serde::Serialize;
+
+use crate::analysis::oom::{RiskLevel, RiskReason};
+use crate::ingest::report::{Component, DeviceStats, Identity};
+use crate::model::{DeviceMemory, GpuIdentity, Time};
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Snapshot {
+    pub t: Time,
+    pub source: String,
+    pub gpus: Vec<GpuView>,
+    pub processes: Vec<ProcessView>,
+    pub node_imbalance: Option<f64>,
+    /// (job, max/mean over its local ranks)
+    pub job_imbalance: Vec<(String, f64)>,
+    pub peak_window_label: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuView {
+    pub id: GpuIdentity,
+    pub up: bool,
+    pub memory: Option<DeviceMemory>,
+    pub peak_lifetime: Option<u64>,
+    pub peak_window: Option<u64>,
+    pub eta_seconds: Option<f64>,
+    /// Combined growth of the trends behind the ETA, bytes per second.
+    pub growth_bytes_per_second: Option<f64>,
+    pub risk: RiskLevel,
+    pub risk_reason: RiskReason,
+    pub recommendation: &'static str,
+    pub leak_slope: Option<f64>,
+    pub leak_suspected: bool,
+    pub fragmentation: Option<f64>,
+    pub cached_unallocated: Option<f64>,
+}
+
+impl GpuView {
+    /// Share of the device not free, as `nvidia-smi` shows it.
+    pub fn used_fraction(&self) -> Option<f64> {
+        self.memory
+            .filter(|m| m.total > 0)
+            .map(|m| 1.0 - m.free as f64 / m.total as f64)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default, PartialEq, Eq)]
+pub struct PodLabels {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessView {
+    /// Index of the GPU, where the uuid is one this node has.
+    pub gpu: Option<u32>,
+    pub uuid: String,
+    pub pid: u32,
+    pub comm: String,
+    pub pod: Option<PodLabels>,
+    /// Bytes NVML attributes to the process, when NVML lists it.
+    pub nvml_used: Option<u64>,
+    /// The latest allocator report for this GPU, while the process keeps reporting.
+    pub allocator: Option<DeviceStats>,
+    pub largest_free_block: Option<u64>,
+    /// NVML used − allocator reserved.
+    pub overhead: Option<f64>,
+    pub identity: Identity,
+    pub phase: Option<String>,
+    pub phase_entries: Vec<(String, u64)>,
+    pub components: Vec<Component>,
+    pub leak_slope: Option<f64>,
+    pub leak_p_value: Option<f64>,
+    pub leak_suspected: bool,
+    pub risk: RiskLevel,
+    pub fragmentation: Option<f64>,
+    pub cached_unallocated: Option<f64>,
+    /// Seconds this process has been seen.
+    pub age: f64,
+}
+
+impl ProcessView {
+    pub fn has_identity(&self) -> bool {
+        let i = &self.identity;
+        i.job.is_some() || i.rank.is_some() || i.local_rank.is_some() || i.world_size.is_some()
+    }
+}

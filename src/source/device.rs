@@ -1,0 +1,357 @@
+//! Sampling real GPUs through a blocking backend (NVML), one worker thread per GPU.
+//!
+//! A sick GPU can make an NVML call hang. Each GPU therefore has its own thread; a sample waits
+//! for all of them up to a deadline, reports the late ones down, and does not ask a GPU again
+//! until its thread has come back. When the backend fails as a whole (driver reload), it is
+//! initialised again.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Source;
+use crate::config::NvmlConfig;
+use crate::model::{
+    DeviceMemory, ErrorKind, GpuIdentity, GpuReading, Observation, ProcessReading, Time,
+};
+
+/// The calls the sampler needs. NVML implements it; tests implement it with scripted faults.
+pub trait Backend: Send + Sync + 'static {
+    /// (Re)initialise and return the number of GPUs.
+    fn init(&self) -> Result<u32, ErrorKind>;
+    fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind>;
+    fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind>;
+    /// (pid, used bytes) of compute and graphics processes; a pid in both lists once.
+    fn processes(&self, index: u32) -> Result<Vec<(u32, u64)>, ErrorKind>;
+}
+
+struct Worker {
+    tx: Sender<u64>,
+    busy: Arc<AtomicBool>,
+}
+
+type Answer = (u32, u64, GpuReading);
+
+pub struct DeviceSource<B: Backend> {
+    backend: Arc<B>,
+    deadline: Duration,
+    read_comm: bool,
+    proc_root: PathBuf,
+    workers: Vec<Worker>,
+    identities: Vec<GpuIdentity>,
+    results_tx: Sender<Answer>,
+    results_rx: Receiver<Answer>,
+    seq: u64,
+}
+
+impl<B: Backend> DeviceSource<B> {
+    pub fn new(backend: B, cfg: &NvmlConfig) -> anyhow::Result<Self> {
+        let (results_tx, results_rx) = mpsc::channel();
+        let mut s = DeviceSource {
+            backend: Arc::new(backend),
+            deadline: cfg.deadline,
+            read_comm: cfg.read_comm,
+            proc_root: cfg.proc_root.clone(),
+            workers: Vec::new(),
+            identities: Vec::new(),
+            results_tx,
+            results_rx,
+            seq: 0,
+        };
+        s.start_workers()
+            .map_err(|k| anyhow::anyhow!("NVML failed to list GPUs ({})", k.as_str()))?;
+        Ok(s)
+    }
+
+    fn start_workers(&mut self) -> Result<(), ErrorKind> {
+        let count = self.backend.init()?;
+        // Dropping the old senders ends the old threads once they come back.
+        self.workers.clear();
+        self.identities = (0..count)
+            .map(|i| {
+                self.backend.identity(i).unwrap_or(GpuIdentity {
+                    index: i,
+                    uuid: format!("GPU-unknown-{i}"),
+                    name: String::new(),
+                    pci_bus_id: String::new(),
+                })
+            })
+            .collect();
+        for index in 0..count {
+            let (tx, rx) = mpsc::channel::<u64>();
+            let busy = Arc::new(AtomicBool::new(false));
+            let worker = GpuWorker {
+                index,
+                backend: Arc::clone(&self.backend),
+                id: self.identities[index as usize].clone(),
+                busy: Arc::clone(&busy),
+                results: self.results_tx.clone(),
+                read_comm: self.read_comm,
+                proc_root: self.proc_root.clone(),
+                comms: HashMap::new(),
+            };
+            std::thread::Builder::new()
+                .name(format!("gpu-{index}"))
+                .spawn(move || worker.run(rx))
+                .expect("spawn a GPU worker thread");
+            self.workers.push(Worker { tx, busy });
+        }
+        Ok(())
+    }
+
+    fn down(&self, index: u32, kind: ErrorKind) -> GpuReading {
+        GpuReading {
+            id: self.identities[index as usize].clone(),
+            memory: None,
+            processes: vec![],
+            errors: vec![kind],
+        }
+    }
+}
+
+struct GpuWorker<B: Backend> {
+    index: u32,
+    backend: Arc<B>,
+    id: GpuIdentity,
+    busy: Arc<AtomicBool>,
+    results: Sender<Answer>,
+    read_comm: bool,
+    proc_root: PathBuf,
+    comms: HashMap<u32, Option<String>>,
+}
+
+impl<B: Backend> GpuWorker<B> {
+    fn run(mut self, rx: Receiver<u64>) {
+        while let Ok(seq) = rx.recv() {
+            let reading = self.read();
+            self.busy.store(false, Ordering::Release);
+            if self.results.send((self.index, seq, reading)).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn comm(&mut self, pid: u32) -> Option<String> {
+        if !self.read_comm {
+            return None;
+        }
+        let root = &self.proc_root;
+        self.comms
+            .entry(pid)
+            .or_insert_with(|| {
+                std::fs::read_to_string(root.join(pid.to_string()).join("comm"))
+                    .ok()
+                    .map(|s| s.trim_end().to_string())
+            })
+            .clone()
+    }
+
+    fn read(&mut self) -> GpuReading {
+        let mut errors = Vec::new();
+        let memory = match self.backend.memory(self.index) {
+            Ok(m) => Some(m),
+            Err(k) => {
+                errors.push(k);
+                None
+            }
+        };
+        let mut processes = Vec::new();
+        if memory.is_some() {
+            match self.backend.processes(self.index) {
+                Ok(list) => {
+                    self.comms.retain(|pid, _| list.iter().any(|p| p.0 == *pid));
+                    for (pid, used) in list {
+                        let comm = self.comm(pid);
+                        processes.push(ProcessReading {
+                            pid,
+                            used_bytes: used,
+                            comm,
+                        });
+                    }
+                }
+                // The device answered; its process list did not. Keep the device up.
+                Err(k) => errors.push(k),
+            }
+        }
+        GpuReading {
+            id: self.id.clone(),
+            memory,
+            processes,
+            errors,
+        }
+    }
+}
+
+impl<B: Backend> Source for DeviceSource<B> {
+    fn kind(&self) -> &'static str {
+        "nvml"
+    }
+
+    fn sample(&mut self, t: Time) -> Observation {
+        let started = Instant::now();
+        self.seq += 1;
+        let seq = self.seq;
+        let n = self.workers.len();
+        let mut answers: Vec<Option<GpuReading>> = vec![None; n];
+        let mut asked = 0;
+        for (i, w) in self.workers.iter().enumerate() {
+            if w.busy.swap(true, Ordering::AcqRel) {
+                answers[i] = Some(self.down(i as u32, ErrorKind::Timeout));
+                continue;
+            }
+            if w.tx.send(seq).is_err() {
+                answers[i] = Some(self.down(i as u32, ErrorKind::Other));
+                continue;
+            }
+            asked += 1;
+        }
+        let until = started + self.deadline;
+        while asked > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.results_rx.recv_timeout(left) {
+                Ok((index, s, reading)) if s == seq && (index as usize) < n => {
+                    answers[index as usize] = Some(reading);
+                    asked -= 1;
+                }
+                Ok(_) => {} // a late answer to an earlier sample
+                Err(_) => break,
+            }
+        }
+        let gpus: Vec<GpuReading> = answers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| a.unwrap_or_else(|| self.down(i as u32, ErrorKind::Timeout)))
+            .collect();
+        // Every GPU failing with a driver error means NVML itself is gone (driver reload).
+        let whole_failure = !gpus.is_empty()
+            && gpus
+                .iter()
+                .all(|g| g.memory.is_none() && g.errors.contains(&ErrorKind::Driver));
+        let mut reinitialised = false;
+        if (whole_failure || gpus.is_empty()) && self.start_workers().is_ok() {
+            reinitialised = true;
+            tracing::warn!(gpus = self.workers.len(), "NVML initialised again");
+        }
+        Observation {
+            t,
+            gpus,
+            reports: vec![],
+            duration_seconds: started.elapsed().as_secs_f64(),
+            reinitialised,
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A backend whose GPUs can be made to fail, hang, vanish and come back.
+    #[derive(Default)]
+    pub struct Scripted {
+        pub count: Mutex<u32>,
+        pub hang: Mutex<Vec<u32>>,
+        pub lost: Mutex<Vec<u32>>,
+        pub driver_gone: AtomicBool,
+        pub inits: Mutex<u32>,
+    }
+
+    impl Backend for Arc<Scripted> {
+        fn init(&self) -> Result<u32, ErrorKind> {
+            *self.inits.lock().unwrap() += 1;
+            if self.driver_gone.load(Ordering::SeqCst) {
+                return Err(ErrorKind::Driver);
+            }
+            Ok(*self.count.lock().unwrap())
+        }
+        fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind> {
+            Ok(GpuIdentity {
+                index,
+                uuid: format!("GPU-{index}"),
+                name: "Scripted".into(),
+                pci_bus_id: String::new(),
+            })
+        }
+        fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
+            if self.hang.lock().unwrap().contains(&index) {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            if self.driver_gone.load(Ordering::SeqCst) {
+                return Err(ErrorKind::Driver);
+            }
+            if self.lost.lock().unwrap().contains(&index) {
+                return Err(ErrorKind::GpuLost);
+            }
+            Ok(DeviceMemory {
+                total: 100,
+                reserved: 1,
+                used: 9,
+                free: 90,
+            })
+        }
+        fn processes(&self, _index: u32) -> Result<Vec<(u32, u64)>, ErrorKind> {
+            Ok(vec![(4242, 9)])
+        }
+    }
+
+    fn source(s: &Arc<Scripted>, deadline_ms: u64) -> DeviceSource<Arc<Scripted>> {
+        let cfg = NvmlConfig {
+            deadline: Duration::from_millis(deadline_ms),
+            read_comm: false,
+            ..NvmlConfig::default()
+        };
+        DeviceSource::new(Arc::clone(s), &cfg).unwrap()
+    }
+
+    #[test]
+    fn a_hung_gpu_is_down_and_the_others_go_on() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 3;
+        let mut src = source(&s, 50);
+        s.hang.lock().unwrap().push(1);
+        let o = src.sample(1.0);
+        assert!(o.gpus[0].is_up() && o.gpus[2].is_up());
+        assert!(!o.gpus[1].is_up());
+        assert_eq!(o.gpus[1].errors, vec![ErrorKind::Timeout]);
+        // Still busy: not asked again, reported down at once.
+        let o = src.sample(2.0);
+        assert!(!o.gpus[1].is_up());
+        s.hang.lock().unwrap().clear();
+        std::thread::sleep(Duration::from_millis(400));
+        let o = src.sample(3.0);
+        assert!(o.gpus[1].is_up(), "recovers once it answers again");
+    }
+
+    #[test]
+    fn a_lost_gpu_is_down_with_its_kind() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 2;
+        let mut src = source(&s, 200);
+        s.lost.lock().unwrap().push(0);
+        let o = src.sample(1.0);
+        assert_eq!(o.gpus[0].errors, vec![ErrorKind::GpuLost]);
+        assert!(o.gpus[1].is_up());
+        assert_eq!(o.gpus[1].processes[0].pid, 4242);
+    }
+
+    #[test]
+    fn a_driver_reload_reinitialises() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 2;
+        let mut src = source(&s, 200);
+        s.driver_gone.store(true, Ordering::SeqCst);
+        let o = src.sample(1.0);
+        assert!(o.gpus.iter().all(|g| !g.is_up()));
+        assert!(!o.reinitialised, "init fails while the driver is away");
+        s.driver_gone.store(false, Ordering::SeqCst);
+        let o = src.sample(2.0);
+        assert!(o.gpus.iter().all(|g| g.is_up()));
+        let o2 = src.sample(3.0);
+        assert!(o2.gpus.iter().all(|g| g.is_up()));
+        assert!(*s.inits.lock().unwrap() >= 2);
+    }
+}

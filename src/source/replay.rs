@@ -1,0 +1,477 @@
+//! Replay of recorded traces (format: the traces README). Several files may describe one GPU
+//! (same `gpu_uuid`); they are merged onto it and aligned by `t0_unix` or `start_offset_s`.
+//! The NVML part of each sample feeds the source path, the `torch` part the allocator-report
+//! path, exactly as live data would.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::Source;
+use crate::ingest::report::{DeviceStats, Event, EventKind, Report, SCHEMA_VERSION};
+use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Header {
+    #[serde(default)]
+    pub scenario: Option<String>,
+    #[serde(default)]
+    pub gpu: Option<String>,
+    #[serde(default)]
+    pub total_memory: Option<u64>,
+    pub pid: u32,
+    #[serde(default)]
+    pub gpu_index: Option<u32>,
+    #[serde(default)]
+    pub gpu_uuid: Option<String>,
+    #[serde(default)]
+    pub t0_unix: Option<f64>,
+    #[serde(default)]
+    pub start_offset_s: Option<f64>,
+    #[serde(default)]
+    pub leak_mb_per_min: Option<f64>,
+    #[serde(default)]
+    pub oom_gb_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NvmlPart {
+    pub total: u64,
+    #[serde(default)]
+    pub used: Option<u64>,
+    pub free: u64,
+    #[serde(default)]
+    pub v2_reserved: Option<u64>,
+    #[serde(default)]
+    pub v2_used: Option<u64>,
+    #[serde(default)]
+    pub procs: Vec<ProcPart>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProcPart {
+    pub pid: u32,
+    pub used: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TorchPart {
+    #[serde(rename = "allocated_bytes.all.current")]
+    pub allocated: u64,
+    #[serde(rename = "reserved_bytes.all.current")]
+    pub reserved: u64,
+    #[serde(rename = "active_bytes.all.current", default)]
+    pub active: Option<u64>,
+    #[serde(rename = "inactive_split_bytes.all.current", default)]
+    pub inactive_split: Option<u64>,
+    #[serde(rename = "segment.all.current", default)]
+    pub segments: Option<u64>,
+    #[serde(default)]
+    pub num_alloc_retries: Option<u64>,
+    #[serde(default)]
+    pub num_ooms: Option<u64>,
+    #[serde(rename = "allocated_bytes.all.peak", default)]
+    pub allocated_peak: Option<u64>,
+    #[serde(rename = "reserved_bytes.all.peak", default)]
+    pub reserved_peak: Option<u64>,
+    #[serde(default)]
+    pub largest_free_cached: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Header(Header),
+    Sample {
+        t: f64,
+        #[serde(default)]
+        nvml: Option<NvmlPart>,
+        #[serde(default)]
+        torch: Option<TorchPart>,
+    },
+    Event {
+        t: f64,
+        name: String,
+        #[serde(default)]
+        error: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum Item {
+    Sample {
+        nvml: Option<NvmlPart>,
+        torch: Option<TorchPart>,
+    },
+    Event {
+        name: String,
+        message: Option<String>,
+    },
+}
+
+/// One trace file, parsed.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub path: PathBuf,
+    pub header: Header,
+    /// (seconds since the trace started, item), in file order.
+    pub items: Vec<(f64, Item)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: String,
+        line: usize,
+        message: String,
+    },
+}
+
+/// Parse a trace from any reader; `name` is used in errors.
+pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
+    let mut header = None;
+    let mut items = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| TraceError::Parse {
+            path: name.into(),
+            line: i + 1,
+            message: e.to_string(),
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| TraceError::Parse {
+            path: name.into(),
+            line: i + 1,
+            message: e.to_string(),
+        })?;
+        let bad = |message: &str| TraceError::Parse {
+            path: name.into(),
+            line: i + 1,
+            message: message.into(),
+        };
+        match parsed {
+            Line::Header(h) => {
+                if header.is_some() {
+                    return Err(bad("a second header"));
+                }
+                header = Some(h);
+            }
+            _ if header.is_none() => return Err(bad("the first line must be the header")),
+            Line::Sample { t, nvml, torch } => {
+                if !t.is_finite() {
+                    return Err(bad("sample time is not a finite number"));
+                }
+                items.push((t, Item::Sample { nvml, torch }));
+            }
+            Line::Event { t, name, error } => {
+                if !t.is_finite() {
+                    return Err(bad("event time is not a finite number"));
+                }
+                items.push((
+                    t,
+                    Item::Event {
+                        name,
+                        message: error,
+                    },
+                ));
+            }
+        }
+    }
+    let header = header.ok_or_else(|| TraceError::Parse {
+        path: name.into(),
+        line: 0,
+        message: "empty trace: no header".into(),
+    })?;
+    Ok(Trace {
+        path: PathBuf::from(name),
+        header,
+        items,
+    })
+}
+
+pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
+    let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    parse_trace(std::io::BufReader::new(f), &path.display().to_string())
+}
+
+struct GpuSlot {
+    id: GpuIdentity,
+    latest: Option<NvmlPart>,
+}
+
+/// Several traces merged into one timeline.
+pub struct ReplaySource {
+    gpus: Vec<GpuSlot>,
+    /// (global time, gpu slot, pid, item), sorted by time.
+    timeline: Vec<(f64, usize, u32, Item)>,
+    cursor: usize,
+}
+
+impl ReplaySource {
+    pub fn open(paths: &[PathBuf]) -> Result<Self, TraceError> {
+        let traces = paths
+            .iter()
+            .map(|p| read_trace(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::from_traces(traces))
+    }
+
+    pub fn from_traces(traces: Vec<Trace>) -> Self {
+        // Group by GPU: by uuid where given, else each trace is its own GPU.
+        let mut slots: Vec<GpuSlot> = Vec::new();
+        let mut slot_of = Vec::with_capacity(traces.len());
+        let taken: Vec<u32> = traces.iter().filter_map(|t| t.header.gpu_index).collect();
+        let mut next_free = 0u32;
+        for t in &traces {
+            let h = &t.header;
+            let existing = h
+                .gpu_uuid
+                .as_ref()
+                .and_then(|u| slots.iter().position(|s| &s.id.uuid == u));
+            let idx = match existing {
+                Some(i) => i,
+                None => {
+                    let index = h.gpu_index.unwrap_or_else(|| {
+                        while taken.contains(&next_free)
+                            || slots.iter().any(|s| s.id.index == next_free)
+                        {
+                            next_free += 1;
+                        }
+                        next_free
+                    });
+                    slots.push(GpuSlot {
+                        id: GpuIdentity {
+                            index,
+                            uuid: h
+                                .gpu_uuid
+                                .clone()
+                                .unwrap_or_else(|| format!("GPU-replay-{index}")),
+                            name: h.gpu.clone().unwrap_or_else(|| "unknown".into()),
+                            pci_bus_id: String::new(),
+                        },
+                        latest: None,
+                    });
+                    slots.len() - 1
+                }
+            };
+            slot_of.push(idx);
+        }
+        // Align traces of one GPU: by t0_unix where all have it, else by start_offset_s.
+        let mut base_t0: BTreeMap<usize, f64> = BTreeMap::new();
+        for (t, &s) in traces.iter().zip(&slot_of) {
+            if let Some(t0) = t.header.t0_unix {
+                let e = base_t0.entry(s).or_insert(t0);
+                *e = e.min(t0);
+            }
+        }
+        let mut timeline = Vec::new();
+        for (t, &s) in traces.into_iter().zip(&slot_of) {
+            let offset = match (t.header.t0_unix, base_t0.get(&s)) {
+                (Some(t0), Some(base)) => t0 - base,
+                _ => t.header.start_offset_s.unwrap_or(0.0),
+            };
+            let pid = t.header.pid;
+            for (ts, item) in t.items {
+                timeline.push((ts + offset, s, pid, item));
+            }
+        }
+        timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ReplaySource {
+            gpus: slots,
+            timeline,
+            cursor: 0,
+        }
+    }
+
+    /// Seconds from the first to the last item.
+    pub fn duration(&self) -> f64 {
+        match (self.timeline.first(), self.timeline.last()) {
+            (Some(a), Some(b)) => b.0 - a.0,
+            _ => 0.0,
+        }
+    }
+
+    pub fn start_time(&self) -> f64 {
+        self.timeline.first().map(|x| x.0).unwrap_or(0.0).min(0.0)
+    }
+
+    /// The raw timeline, for the detection benchmark's ground truth.
+    pub fn gpu_ids(&self) -> Vec<GpuIdentity> {
+        self.gpus.iter().map(|g| g.id.clone()).collect()
+    }
+}
+
+fn torch_report(uuid: &str, tp: &TorchPart) -> Report {
+    Report {
+        version: SCHEMA_VERSION,
+        devices: vec![DeviceStats {
+            uuid: uuid.to_string(),
+            allocator: Some("pytorch".into()),
+            allocated_bytes: tp.allocated,
+            reserved_bytes: tp.reserved,
+            active_bytes: tp.active,
+            inactive_split_bytes: tp.inactive_split,
+            segments: tp.segments,
+            alloc_retries: tp.num_alloc_retries,
+            ooms: tp.num_ooms,
+            allocated_peak_bytes: tp.allocated_peak,
+            reserved_peak_bytes: tp.reserved_peak,
+            largest_free_block_bytes: tp.largest_free_cached,
+        }],
+        ..Default::default()
+    }
+}
+
+impl Source for ReplaySource {
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
+
+    fn sample(&mut self, t: Time) -> Observation {
+        let mut obs = Observation {
+            t,
+            ..Default::default()
+        };
+        while let Some((ts, slot, pid, item)) = self.timeline.get(self.cursor) {
+            if *ts > t {
+                break;
+            }
+            let uuid = self.gpus[*slot].id.uuid.clone();
+            match item {
+                Item::Sample { nvml, torch } => {
+                    if let Some(n) = nvml {
+                        self.gpus[*slot].latest = Some(n.clone());
+                    }
+                    // A process that has not touched CUDA yet reports zeros: nothing to say.
+                    if let Some(tp) = torch.as_ref().filter(|tp| tp.reserved > 0) {
+                        obs.reports.push((*pid, torch_report(&uuid, tp)));
+                    }
+                }
+                Item::Event { name, message } => {
+                    let kind = if name == "oom" {
+                        EventKind::Oom
+                    } else {
+                        EventKind::Mark
+                    };
+                    if matches!(name.as_str(), "oom" | "empty_cache" | "model_ready") {
+                        obs.reports.push((
+                            *pid,
+                            Report {
+                                version: SCHEMA_VERSION,
+                                events: vec![Event {
+                                    kind,
+                                    name: if kind == EventKind::Oom {
+                                        uuid.clone()
+                                    } else {
+                                        name.clone()
+                                    },
+                                    message: message.clone(),
+                                }],
+                                ..Default::default()
+                            },
+                        ));
+                    }
+                }
+            }
+            self.cursor += 1;
+        }
+        for g in &self.gpus {
+            let Some(n) = &g.latest else { continue };
+            let reserved = n.v2_reserved.unwrap_or(0);
+            let used = n
+                .v2_used
+                .or(n.used.map(|u| u.saturating_sub(reserved)))
+                .unwrap_or(0);
+            obs.gpus.push(GpuReading {
+                id: g.id.clone(),
+                memory: Some(DeviceMemory {
+                    total: n.total,
+                    reserved,
+                    used,
+                    free: n.free,
+                }),
+                processes: n
+                    .procs
+                    .iter()
+                    .map(|p| ProcessReading {
+                        pid: p.pid,
+                        used_bytes: p.used,
+                        comm: None,
+                    })
+                    .collect(),
+                errors: vec![],
+            });
+        }
+        obs
+    }
+
+    fn next_time(&self) -> Option<Time> {
+        self.timeline.get(self.cursor).map(|x| x.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = r#"{"kind":"header","pid":10,"gpu":"G","gpu_uuid":"GPU-a","gpu_index":3,"t0_unix":100.0}
+{"kind":"sample","t":0.5,"nvml":{"total":100,"free":50,"v2_reserved":10,"v2_used":40,"procs":[{"pid":10,"used":40}]},"torch":{"allocated_bytes.all.current":5,"reserved_bytes.all.current":30}}
+{"kind":"event","t":0.7,"name":"oom","error":"CUDA out of memory"}
+"#;
+    const B: &str = r#"{"kind":"header","pid":11,"gpu_uuid":"GPU-a","t0_unix":102.0}
+{"kind":"sample","t":0.1,"nvml":{"total":100,"free":40,"v2_reserved":10,"v2_used":50,"procs":[{"pid":10,"used":40},{"pid":11,"used":10}]},"torch":{"allocated_bytes.all.current":1,"reserved_bytes.all.current":8}}
+"#;
+    const C: &str = r#"{"kind":"header","pid":12}
+{"kind":"sample","t":1.0,"nvml":{"total":100,"free":90,"v2_reserved":10,"v2_used":0,"procs":[]}}
+"#;
+
+    fn traces() -> Vec<Trace> {
+        vec![
+            parse_trace(A.as_bytes(), "a").unwrap(),
+            parse_trace(B.as_bytes(), "b").unwrap(),
+            parse_trace(C.as_bytes(), "c").unwrap(),
+        ]
+    }
+
+    #[test]
+    fn same_uuid_merges_and_aligns_by_t0() {
+        let mut r = ReplaySource::from_traces(traces());
+        assert_eq!(r.gpus.len(), 2);
+        assert_eq!(r.gpus[0].id.index, 3);
+        assert_eq!(r.gpus[1].id.index, 0, "no gpu_index: first free index");
+        let o = r.sample(1.0);
+        assert_eq!(o.reports.len(), 2, "torch sample and oom event of trace A");
+        assert_eq!(o.gpus.len(), 2);
+        // B's sample sits at 102 - 100 + 0.1 = 2.1 s.
+        assert_eq!(r.next_time(), Some(2.1));
+        let o = r.sample(2.2);
+        assert_eq!(o.reports[0].0, 11);
+        let g = o.gpus.iter().find(|g| g.id.uuid == "GPU-a").unwrap();
+        assert_eq!(g.processes.len(), 2);
+        assert_eq!(g.memory.unwrap().used, 50);
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let e = parse_trace("{\"kind\":\"sample\",\"t\":1}\n".as_bytes(), "x.jsonl").unwrap_err();
+        assert!(e.to_string().starts_with("x.jsonl:1:"), "{e}");
+        let e = parse_trace(
+            "{\"kind\":\"header\",\"pid\":1}\nnot json\n".as_bytes(),
+            "y.jsonl",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("y.jsonl:2:"), "{e}");
+    }
+}

@@ -1,0 +1,352 @@
+//! The built-in simulator: a node of GPUs whose processes behave like the real traces
+//! (training sawtooth, allocator leak, ramp to OOM, fragmentation churn, a shared GPU).
+//! Deterministic for a seed: the state is a function of (seed, GPU, elapsed time).
+
+use serde::{Deserialize, Serialize};
+
+use super::Source;
+use crate::config::SimConfig;
+use crate::ingest::report::{Component, DeviceStats, Event, EventKind, Identity, Report};
+use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
+
+const MIB: f64 = 1048576.0;
+const GIB: f64 = 1073741824.0;
+/// CUDA context, cuBLAS and friends: NVML per process = reserved + about this (DESIGN.md).
+const CONTEXT_OVERHEAD: f64 = 520.0 * MIB;
+/// What the driver keeps for itself on an 80 GiB part.
+const DRIVER_RESERVED: f64 = 480.0 * MIB;
+/// How long a simulated process that hit OOM stays away before it restarts.
+const RESTART_DELAY: f64 = 10.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// Training sawtooth on a flat floor.
+    Steady,
+    /// A slow leak of the allocated floor that the cache hides from NVML at first.
+    Leak,
+    /// A ramp to OOM; the process fails, stays away briefly, and starts over.
+    Oom,
+    /// Weight streaming: a large, fragmented cache, emptied now and then.
+    Frag,
+    /// Two processes on one GPU: a steady trainer and a leaking one.
+    Shared,
+    /// Many small steady processes (load and scale tests).
+    Processes,
+    /// No processes at all.
+    Idle,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SimProc {
+    pid: u32,
+    floor: f64,
+    swing: f64,
+    cache: f64,
+    frag: bool,
+    /// Bytes per second the floor grows by.
+    leak: f64,
+    comm: &'static str,
+}
+
+pub struct SimSource {
+    cfg: SimConfig,
+    t0: Option<Time>,
+    names: Vec<String>,
+}
+
+/// SplitMix64: a good, tiny hash for deterministic noise.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn unit(seed: u64, a: u64, b: u64) -> f64 {
+    (mix(seed ^ mix(a ^ mix(b))) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl SimSource {
+    pub fn new(cfg: &SimConfig) -> Self {
+        let names = cfg
+            .gpus
+            .iter()
+            .map(|g| {
+                if g.total_gib >= 120.0 {
+                    "NVIDIA H200 (simulated)".to_string()
+                } else {
+                    "NVIDIA H100 80GB HBM3 (simulated)".to_string()
+                }
+            })
+            .collect();
+        SimSource {
+            cfg: cfg.clone(),
+            t0: None,
+            names,
+        }
+    }
+
+    fn uuid(&self, gpu: usize) -> String {
+        let h = mix(self.cfg.seed ^ mix(gpu as u64 + 1));
+        format!(
+            "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            (h >> 32) as u32,
+            (h >> 16) as u16,
+            h as u16,
+            (mix(h) >> 48) as u16,
+            mix(h ^ 7) & 0xffff_ffff_ffff
+        )
+    }
+
+    /// The processes of a GPU at elapsed time `e`, with their generation (restarts).
+    fn procs(&self, gpu: usize, e: f64, capacity: f64) -> Vec<SimProc> {
+        let g = &self.cfg.gpus[gpu];
+        let base_pid = 1000 + 100 * gpu as u32;
+        let leak = g.leak_mib_per_min.unwrap_or(300.0) * MIB / 60.0;
+        let trainer = |pid, floor: f64, swing: f64, leak| SimProc {
+            pid,
+            floor,
+            swing,
+            cache: 1.0 * GIB,
+            frag: false,
+            leak,
+            comm: "python3",
+        };
+        match g.scenario {
+            Scenario::Idle => vec![],
+            Scenario::Steady => vec![trainer(base_pid, 6.0 * GIB, 4.0 * GIB, 0.0)],
+            Scenario::Leak => vec![trainer(base_pid, 4.0 * GIB, 3.0 * GIB, leak)],
+            Scenario::Shared => vec![
+                trainer(base_pid, 20.0 * GIB, 4.0 * GIB, 0.0),
+                trainer(base_pid + 1, 10.0 * GIB, 3.0 * GIB, leak),
+            ],
+            Scenario::Frag => vec![SimProc {
+                frag: true,
+                ..trainer(base_pid, 3.0 * GIB, 2.0 * GIB, 0.0)
+            }],
+            Scenario::Processes => (0..g.processes.unwrap_or(8))
+                .map(|i| SimProc {
+                    comm: "worker",
+                    ..trainer(base_pid * 10 + i, 256.0 * MIB, 128.0 * MIB, 0.0)
+                })
+                .collect(),
+            Scenario::Oom => {
+                let ramp = g.ramp_seconds.unwrap_or(150.0);
+                let period = ramp + RESTART_DELAY;
+                let generation = (e / period).floor() as u32;
+                let local = e - generation as f64 * period;
+                if local >= ramp {
+                    return vec![];
+                }
+                let floor0 = 2.0 * GIB;
+                let swing = 3.0 * GIB;
+                // The peak (floor + swing + context) reaches capacity exactly at `ramp`.
+                let rate = (capacity - CONTEXT_OVERHEAD - floor0 - swing) / ramp;
+                vec![SimProc {
+                    cache: 0.5 * GIB,
+                    ..trainer(base_pid + generation, floor0, swing, rate)
+                }]
+            }
+        }
+    }
+
+    fn local_elapsed(&self, gpu: usize, e: f64) -> f64 {
+        let g = &self.cfg.gpus[gpu];
+        if g.scenario == Scenario::Oom {
+            let period = g.ramp_seconds.unwrap_or(150.0) + RESTART_DELAY;
+            e - (e / period).floor() * period
+        } else {
+            e
+        }
+    }
+}
+
+impl Source for SimSource {
+    fn kind(&self) -> &'static str {
+        "sim"
+    }
+
+    fn sample(&mut self, t: Time) -> Observation {
+        let t0 = *self.t0.get_or_insert(t);
+        let e = (t - t0).max(0.0);
+        let tick = (e * 10.0).floor() as u64;
+        let mut obs = Observation {
+            t,
+            ..Default::default()
+        };
+        for (gi, g) in self.cfg.gpus.iter().enumerate() {
+            let total = g.total_gib * GIB;
+            let capacity = total - DRIVER_RESERVED;
+            let le = self.local_elapsed(gi, e);
+            let mut readings = Vec::new();
+            let mut used = 0.0;
+            for (pi, p) in self.procs(gi, e, capacity).into_iter().enumerate() {
+                let u = unit(self.cfg.seed, (gi * 16 + pi) as u64, tick);
+                let floor = p.floor + p.leak * le;
+                let allocated = floor + p.swing * u;
+                // A caching allocator keeps the high-water mark of what it needed plus a cache.
+                let mut reserved = floor + p.swing + p.cache;
+                let mut split = 0.05 * (reserved - allocated);
+                let mut largest = 0.8 * (reserved - allocated);
+                if p.frag {
+                    // Reserved creeps up between `empty_cache` calls every 60 s and the free
+                    // cache is mostly slivers.
+                    let since_empty = le % 60.0;
+                    reserved = floor + p.swing + 0.5 * GIB + since_empty / 60.0 * 8.0 * GIB;
+                    split = 0.6 * (reserved - allocated);
+                    largest = 0.25 * (reserved - allocated);
+                }
+                let reserved = reserved
+                    .min(capacity - used - CONTEXT_OVERHEAD)
+                    .max(allocated);
+                let nvml = reserved + CONTEXT_OVERHEAD;
+                used += nvml;
+                readings.push(ProcessReading {
+                    pid: p.pid,
+                    used_bytes: nvml as u64,
+                    comm: Some(p.comm.to_string()),
+                });
+                let near_limit = used > 0.97 * capacity;
+                let phase = ["forward", "backward", "optimizer"][(tick % 3) as usize];
+                let mut events = vec![Event {
+                    kind: EventKind::Phase,
+                    name: phase.to_string(),
+                    message: None,
+                }];
+                if p.frag && (le % 60.0) < 1.0 {
+                    events.push(Event {
+                        kind: EventKind::Mark,
+                        name: "empty_cache".into(),
+                        message: None,
+                    });
+                }
+                let retries = if near_limit { (le as u64) / 5 } else { 0 };
+                obs.reports.push((
+                    p.pid,
+                    Report {
+                        version: 1,
+                        identity: Identity {
+                            job: Some("sim-train".into()),
+                            rank: Some((gi * 16 + pi) as u64),
+                            local_rank: Some((gi * 16 + pi) as u64),
+                            world_size: None,
+                        },
+                        devices: vec![DeviceStats {
+                            uuid: self.uuid(gi),
+                            allocator: Some("pytorch".into()),
+                            allocated_bytes: allocated as u64,
+                            reserved_bytes: reserved as u64,
+                            active_bytes: Some(allocated as u64),
+                            inactive_split_bytes: Some(split.max(0.0) as u64),
+                            segments: Some((reserved / (20.0 * MIB)) as u64),
+                            alloc_retries: Some(retries),
+                            ooms: Some(0),
+                            allocated_peak_bytes: Some((floor + p.swing) as u64),
+                            reserved_peak_bytes: Some(reserved as u64),
+                            largest_free_block_bytes: Some(largest.max(0.0) as u64),
+                        }],
+                        phase: Some(phase.to_string()),
+                        events,
+                        components: Some(vec![
+                            Component {
+                                component: "attention".into(),
+                                parameters_bytes: Some((0.3 * p.floor) as u64),
+                                gradients_bytes: Some((0.3 * p.floor) as u64),
+                                optimizer_bytes: Some((0.6 * p.floor) as u64),
+                            },
+                            Component {
+                                component: "mlp".into(),
+                                parameters_bytes: Some((0.1 * p.floor) as u64),
+                                gradients_bytes: Some((0.1 * p.floor) as u64),
+                                optimizer_bytes: Some((0.2 * p.floor) as u64),
+                            },
+                        ]),
+                    },
+                ));
+            }
+            let used = used.min(capacity);
+            obs.gpus.push(GpuReading {
+                id: GpuIdentity {
+                    index: gi as u32,
+                    uuid: self.uuid(gi),
+                    name: self.names[gi].clone(),
+                    pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + gi * 0x10),
+                },
+                memory: Some(DeviceMemory {
+                    total: total as u64,
+                    reserved: DRIVER_RESERVED as u64,
+                    used: used as u64,
+                    free: (capacity - used) as u64,
+                }),
+                processes: readings,
+                errors: vec![],
+            });
+        }
+        obs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SimConfig, SimGpuConfig};
+
+    fn sim(s: Scenario) -> SimSource {
+        SimSource::new(&SimConfig {
+            seed: 7,
+            gpus: vec![SimGpuConfig::new(s)],
+        })
+    }
+
+    #[test]
+    fn deterministic_for_a_seed() {
+        let a: Vec<_> = (0..50)
+            .map(|i| sim(Scenario::Leak).sample(100.0 + i as f64))
+            .collect();
+        let mut s = sim(Scenario::Leak);
+        let b: Vec<_> = (0..50).map(|i| s.sample(100.0 + i as f64)).collect();
+        // Same elapsed time, same state: a fresh source starts its clock at its first sample.
+        assert_eq!(a[0].gpus, b[0].gpus);
+        assert_eq!(b[10].gpus, sim(Scenario::Leak).sample_at_elapsed(10.0).gpus);
+    }
+
+    #[test]
+    fn memory_adds_up() {
+        let mut s = sim(Scenario::Shared);
+        for i in 0..100 {
+            let o = s.sample(i as f64);
+            let m = o.gpus[0].memory.unwrap();
+            assert_eq!(m.total, m.reserved + m.used + m.free);
+            assert_eq!(o.gpus[0].processes.len(), 2);
+            for (_, r) in &o.reports {
+                let d = &r.devices[0];
+                assert!(d.allocated_bytes <= d.reserved_bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn oom_scenario_fails_and_restarts_with_a_new_pid() {
+        let mut s = SimSource::new(&SimConfig {
+            seed: 1,
+            gpus: vec![SimGpuConfig {
+                ramp_seconds: Some(30.0),
+                ..SimGpuConfig::new(Scenario::Oom)
+            }],
+        });
+        let first = s.sample(0.0).gpus[0].processes[0].pid;
+        let near_end = s.sample(29.0).gpus[0].memory.unwrap();
+        assert!(near_end.free < (4.0 * GIB) as u64, "free {}", near_end.free);
+        assert!(s.sample(35.0).gpus[0].processes.is_empty());
+        let again = s.sample(41.0).gpus[0].processes[0].pid;
+        assert_ne!(first, again);
+    }
+
+    impl SimSource {
+        fn sample_at_elapsed(&mut self, e: f64) -> Observation {
+            self.t0 = Some(0.0);
+            self.sample(e)
+        }
+    }
+}
