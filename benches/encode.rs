@@ -1,1 +1,61 @@
-fn main() {}
+//! Cost of the scrape path and the sample path on a node of 8 GPUs × 64 processes.
+//! Results and the command: bench/RESULTS.md.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+use gpumem_exporter::config::{Config, SimGpuConfig};
+use gpumem_exporter::engine::Engine;
+use gpumem_exporter::exporter::encode;
+use gpumem_exporter::exporter::families::{families, Counters};
+use gpumem_exporter::source::sim::{Scenario, SimSource};
+use gpumem_exporter::source::Source;
+
+fn node() -> (Config, SimSource, Engine) {
+    let mut cfg = Config::default();
+    cfg.sim.gpus = (0..8)
+        .map(|_| SimGpuConfig {
+            processes: Some(64),
+            ..SimGpuConfig::new(Scenario::Processes)
+        })
+        .collect();
+    let mut src = SimSource::new(&cfg.sim);
+    let mut engine = Engine::new(&cfg, "sim");
+    // Two minutes of history at 1 Hz, so the analysis has real work to do.
+    for i in 0..120 {
+        engine.observe(&src.sample(i as f64));
+    }
+    (cfg, src, engine)
+}
+
+fn bench(c: &mut Criterion) {
+    let (_cfg, mut src, mut engine) = node();
+    let counters = Counters::default();
+    let snap = engine.snapshot();
+    assert_eq!(snap.processes.len(), 512);
+    c.bench_function("families_8gpu_64proc", |b| {
+        b.iter(|| families(&snap, &counters, "bench"))
+    });
+    c.bench_function("scrape_text_8gpu_64proc", |b| {
+        b.iter(|| encode::text(&families(&snap, &counters, "bench")))
+    });
+    c.bench_function("scrape_openmetrics_8gpu_64proc", |b| {
+        b.iter(|| encode::openmetrics(families(&snap, &counters, "bench")))
+    });
+    let mut t = 120.0;
+    c.bench_function("sample_observe_snapshot_8gpu_64proc", |b| {
+        b.iter(|| {
+            // 10 ms steps: most samples fold into a bucket, one in 100 runs the analysis.
+            t += 0.01;
+            let obs = src.sample(t);
+            engine.observe(&obs);
+            engine.snapshot()
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
+    targets = bench
+}
+criterion_main!(benches);

@@ -54,7 +54,7 @@ pub struct CommonArgs {
     pub telemetry_path: Option<String>,
 
     /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
-    #[arg(long = "ingest.socket", global = true, value_name = "PATH")]
+    #[arg(long = "ingest.socket", global = true, value_name = "PATH", value_parser = parse_path)]
     pub ingest_socket: Option<PathBuf>,
 
     /// Permission bits of the ingest socket, in octal. [default: 0666]
@@ -99,6 +99,11 @@ pub struct ReplayArgs {
     /// Where to write the timeline (JSON Lines, one object per second of trace time); - for stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: PathBuf,
+}
+
+/// Any path, the empty one included (it turns the socket off).
+fn parse_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

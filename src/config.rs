@@ -86,6 +86,13 @@ pub struct AnalysisConfig {
     /// How much recent history the OOM forecast fits its trend on.
     #[serde(with = "humantime_serde")]
     pub eta_window: Duration,
+    /// Ignore this long after a process appears before fitting its ETA trend (context
+    /// creation). Shorter than `warmup`: a ramp to OOM can start right away.
+    #[serde(with = "humantime_serde")]
+    pub eta_warmup: Duration,
+    /// Least trend before an ETA may rest on it; a start-up ramp is shorter and then flattens.
+    #[serde(with = "humantime_serde")]
+    pub eta_min_span: Duration,
     /// No ETA beyond this.
     #[serde(with = "humantime_serde")]
     pub eta_horizon: Duration,
@@ -226,8 +233,10 @@ impl Default for AnalysisConfig {
             leak_persistence: Duration::from_secs(15),
             leak_significance: 0.01,
             eta_window: Duration::from_secs(120),
+            eta_warmup: Duration::from_secs(2),
+            eta_min_span: Duration::from_secs(8),
             eta_horizon: Duration::from_secs(3600),
-            eta_max_extrapolation: 10.0,
+            eta_max_extrapolation: 15.0,
             peak_window: Duration::from_secs(300),
             risk: RiskConfig::default(),
         }

@@ -1,7 +1,7 @@
 //! The engine: takes observations and allocator reports, keeps the bounded history, runs the
 //! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
@@ -18,9 +18,6 @@ use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
 
 type ProcKey = (u32, String);
 
-/// Seconds of history the ETA fit may skip after a process appears (context creation, model
-/// load). Shorter than the leak warm-up: a ramp to OOM can start right away.
-const ETA_WARMUP: f64 = 5.0;
 /// Window over which allocator retries count as "recent".
 const RETRY_WINDOW: f64 = 60.0;
 
@@ -124,7 +121,8 @@ pub struct Engine {
     eta_params: EtaParams,
     risk_params: RiskParams,
     gpus: Vec<GpuState>,
-    procs: HashMap<ProcKey, ProcState>,
+    // Ordered, so that sums over processes add up in the same order on every run.
+    procs: BTreeMap<ProcKey, ProcState>,
     now: Time,
     last_analysis: Option<Time>,
     pod_resolver: Option<Box<dyn PodResolver>>,
@@ -141,7 +139,7 @@ impl Engine {
             cfg: cfg.clone(),
             source: source.to_string(),
             gpus: Vec::new(),
-            procs: HashMap::new(),
+            procs: BTreeMap::new(),
             now: f64::NEG_INFINITY,
             last_analysis: None,
             pod_resolver: None,
@@ -265,8 +263,22 @@ impl Engine {
     /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
     pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<(), Rejection> {
         let t = if t.is_finite() { t } else { self.now };
-        for d in &report.devices {
-            let key = (pid, d.uuid.clone());
+        // An OOM event names its device: the observer fires while the allocator is failing and
+        // sends no statistics, so the event may be the first word from that (pid, GPU).
+        let oom_devices: Vec<&str> = report
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::Oom && !e.name.is_empty())
+            .map(|e| e.name.as_str())
+            .collect();
+        let wanted: Vec<ProcKey> = report
+            .devices
+            .iter()
+            .map(|d| d.uuid.as_str())
+            .chain(oom_devices.iter().copied())
+            .map(|u| (pid, u.to_string()))
+            .collect();
+        for key in wanted {
             if !self.procs.contains_key(&key) {
                 if !self.make_room() {
                     return Err(Rejection::new(
@@ -278,12 +290,14 @@ impl Engine {
                     ));
                 }
                 let st = self.new_proc(t);
-                self.procs.insert(key.clone(), st);
+                self.procs.insert(key, st);
             }
         }
         for d in &report.devices {
-            let key = (pid, d.uuid.clone());
-            let st = self.procs.get_mut(&key).expect("inserted above");
+            let st = self
+                .procs
+                .get_mut(&(pid, d.uuid.clone()))
+                .expect("inserted above");
             st.last_report = Some(t);
             st.alloc_series.push(t, d.allocated_bytes as f64);
             if let Some(r) = d.alloc_retries {
@@ -297,7 +311,16 @@ impl Engine {
                 st.last_oom = Some(t);
             }
             st.alloc = Some(d.clone());
-            st.identity = report.identity.clone();
+        }
+        // Identity, phases, marks and components belong to the process, whichever of its GPUs
+        // a report carries (a mark-only report carries none).
+        for (key, st) in self.procs.range_mut((pid, String::new())..) {
+            if key.0 != pid {
+                break;
+            }
+            if report.identity != Identity::default() {
+                st.identity = report.identity.clone();
+            }
             if let Some(c) = &report.components {
                 st.components = c.clone();
             }
@@ -306,14 +329,16 @@ impl Engine {
                     EventKind::Phase => {
                         *st.phase_entries.entry(e.name.clone()).or_insert(0) += 1;
                     }
-                    EventKind::Oom if e.name.is_empty() || e.name == d.uuid => {
+                    EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
                         st.last_oom = Some(t);
                     }
                     _ => {}
                 }
             }
-            if report.phase.is_some() || report.events.iter().any(|e| e.kind == EventKind::Phase) {
-                st.phase = report.phase.clone();
+            if let Some(phase) = &report.phase {
+                st.phase = phase.clone();
+            } else if let Some(e) = report.events.iter().rev().find(|e| e.kind == EventKind::Phase) {
+                st.phase = Some(e.name.clone());
             }
         }
         self.now = self.now.max(t);
@@ -330,11 +355,12 @@ impl Engine {
         let lp = self.leak_params;
         let ttl = self.cfg.ingest.expire_after.as_secs_f64();
         let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
+        let eta_warmup = self.cfg.analysis.eta_warmup.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.last_report.is_some_and(|r| now - r <= ttl) && p.alloc.is_some();
             let series = p.demand_series(reporting);
             let estimate = leak::estimate(series, p.first_seen, now, &lp);
-            let from = (p.first_seen + ETA_WARMUP).max(now - eta_window);
+            let from = (p.first_seen + eta_warmup).max(now - eta_window);
             let eta_trend = fit(&floor_points(series, from, now, self.res));
             p.leak = estimate;
             p.leak_suspected = p.leak_state.update(p.leak.as_ref(), now, lp.persistence);
@@ -362,7 +388,7 @@ impl Engine {
                 continue;
             }
             let nvml = if p.listed_now { p.nvml_used } else { None };
-            let demand = match (reporting, &p.alloc) {
+            let (need, held) = match (reporting, &p.alloc) {
                 (true, Some(a)) => {
                     let overhead = nvml
                         .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
@@ -371,23 +397,30 @@ impl Engine {
                         .alloc_series
                         .max_since(now - 5.0)
                         .unwrap_or(a.allocated_bytes as f64);
-                    let peak = p
+                    let trend_peak = p
                         .eta_trend
                         .map(|t| (t.floor_now + t.swing).max(0.0))
                         .unwrap_or(recent_peak);
-                    // What the process holds now must fit too (the allocator only gives back
-                    // its cache when an allocation fails, then its demand is the peak).
-                    attributed += nvml.map(|u| u as f64).unwrap_or(a.reserved_bytes as f64);
-                    overhead + peak
+                    // Samples catch a step's peak only by luck; the allocator's own peak has
+                    // seen every one. The process needed that much once and may again.
+                    let peak = trend_peak
+                        .max(recent_peak)
+                        .max(a.allocated_peak_bytes.unwrap_or(0) as f64);
+                    let held = nvml
+                        .map(|u| u as f64)
+                        .unwrap_or(a.reserved_bytes as f64 + overhead);
+                    attributed += held;
+                    (overhead + peak, held)
                 }
                 _ => {
                     let used = nvml.unwrap_or(0) as f64;
                     attributed += used;
-                    used
+                    (used, used)
                 }
             };
             parts.push(DemandPart {
-                demand,
+                need,
+                held,
                 trend: p.eta_trend,
             });
             if let Some(l) = &p.leak {
@@ -397,7 +430,8 @@ impl Engine {
         }
         let unattributed = (m.used as f64 - attributed).max(0.0);
         parts.push(DemandPart {
-            demand: unattributed,
+            need: unattributed,
+            held: unattributed,
             trend: None,
         });
         let capacity = (m.total - m.reserved) as f64;
@@ -507,13 +541,15 @@ impl Engine {
         let now = self.now;
         let mut keys: Vec<ProcKey> = self.procs.keys().cloned().collect();
         keys.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        let mut order: Vec<usize> = (0..self.gpus.len()).collect();
+        order.sort_by_key(|&i| self.gpus[i].id.index);
         let mut processes: Vec<ProcessView> = keys
             .iter()
             .filter_map(|k| self.process_view(k, now))
             .collect();
         let peak_window = self.cfg.analysis.peak_window.as_secs_f64();
         let mut gpus = Vec::with_capacity(self.gpus.len());
-        for g in &self.gpus {
+        for g in order.iter().map(|&i| &self.gpus[i]) {
             let on_gpu: Vec<&ProcessView> =
                 processes.iter().filter(|p| p.uuid == g.id.uuid).collect();
             let views: Vec<AllocatorView> = on_gpu

@@ -22,7 +22,7 @@ impl EtaParams {
     pub fn from_config(a: &crate::config::AnalysisConfig) -> Self {
         EtaParams {
             min_points: 8,
-            min_span: 10.0,
+            min_span: a.eta_min_span.as_secs_f64(),
             significance: 0.01,
             max_extrapolation: a.eta_max_extrapolation,
             horizon: a.eta_horizon.as_secs_f64(),
@@ -33,8 +33,11 @@ impl EtaParams {
 /// One share of a GPU's memory: a process (or the memory no process accounts for).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DemandPart {
-    /// Bytes this part needs at its peak, now.
-    pub demand: f64,
+    /// Bytes this part needs at its peak, now: what must fit for its next peak to succeed.
+    pub need: f64,
+    /// Bytes it holds now (a caching allocator holds its cache too; it gives the cache back
+    /// only when one of *its own* allocations fails).
+    pub held: f64,
     /// Trend of its floor, where there is one.
     pub trend: Option<Trend>,
 }
@@ -44,7 +47,7 @@ pub struct Eta {
     pub seconds: f64,
     /// Combined growth of the credible trends, bytes per second.
     pub slope: f64,
-    /// Capacity minus peak demand now (negative: demand already exceeds what fits).
+    /// Room left for the first process to fail, bytes (negative: it no longer fits).
     pub headroom: f64,
 }
 
@@ -57,10 +60,14 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.recent_slope >= 0.5 * t.slope
 }
 
-/// Seconds until the parts' peak demand exceeds `capacity`, if memory is on course to run out
-/// within what the evidence supports.
+/// Seconds until some part's peak no longer fits beside what the others hold, if memory is on
+/// course to run out within what the evidence supports.
+///
+/// Part `i` fails when `need_i + Σ_{j≠i} held_j > capacity`: under pressure a process frees its
+/// own cache and retries, but its neighbours keep theirs. Every credible trend moves that
+/// boundary (a growing neighbour's holdings grow with it), so the room closes at the summed
+/// slope.
 pub fn eta(capacity: f64, parts: &[DemandPart], p: &EtaParams) -> Option<Eta> {
-    let demand: f64 = parts.iter().map(|d| d.demand).sum();
     let growing: Vec<&Trend> = parts
         .iter()
         .filter_map(|d| d.trend.as_ref())
@@ -70,7 +77,17 @@ pub fn eta(capacity: f64, parts: &[DemandPart], p: &EtaParams) -> Option<Eta> {
     if slope <= 0.0 {
         return None;
     }
-    let headroom = capacity - demand;
+    let held: f64 = parts.iter().map(|d| d.held).sum();
+    // Only a part that asks the driver for more can fail: one that grows, or one whose peak
+    // exceeds what it holds. A flat process serves its peaks from its own cache.
+    let headroom = parts
+        .iter()
+        .filter(|d| d.need > d.held || d.trend.as_ref().is_some_and(|t| credible(t, p)))
+        .map(|d| capacity - d.need - (held - d.held))
+        .fold(f64::INFINITY, f64::min);
+    if !headroom.is_finite() {
+        return None;
+    }
     let seconds = (headroom / slope).max(0.0);
     // The trend that contributes most decides how far ahead we may look.
     let span = growing
@@ -298,6 +315,28 @@ mod tests {
             s.push(i as f64 * 0.1, 1e9 + 2e7 * i as f64 * 0.1);
         }
         assert!(eta_at(&s, 15.0, 0.0, cap).is_none());
+    }
+
+    #[test]
+    fn a_neighbours_cache_is_not_given_back() {
+        let gib = (1u64 << 30) as f64;
+        let tr = Trend {
+            slope: 0.1 * gib,
+            p_value: 0.0,
+            span: 100.0,
+            points: 100,
+            floor_now: 0.0,
+            recent_slope: 0.1 * gib,
+            swing: 0.0,
+        };
+        // The leaker needs 10 GiB at its peak and holds 12; the neighbour needs 5 and holds 20.
+        let parts = [
+            DemandPart { need: 10.0 * gib, held: 12.0 * gib, trend: Some(tr) },
+            DemandPart { need: 5.0 * gib, held: 20.0 * gib, trend: None },
+        ];
+        let e = eta(40.0 * gib, &parts, &params()).unwrap();
+        // The leaker fails first: 40 - 10 - 20 = 10 GiB of room at 0.1 GiB/s.
+        assert!((e.seconds - 100.0).abs() < 1e-6, "{}", e.seconds);
     }
 
     #[test]

@@ -157,18 +157,27 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
     let mut _socket_guard = None;
     if !cfg.ingest.socket.as_os_str().is_empty() {
         let mode = u32::from_str_radix(cfg.ingest.socket_mode.trim_start_matches("0o"), 8)?;
-        let l = ingest::bind_unix(&cfg.ingest.socket, mode)?;
-        _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
-        tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
-        let app =
-            ingest::router(ingest_state.clone()).into_make_service_with_connect_info::<Peer>();
-        let rx = stop_rx.clone();
-        tasks.spawn(async move {
-            axum::serve(l, app)
-                .with_graceful_shutdown(wait_stop(rx))
-                .await
-                .map_err(anyhow::Error::from)
-        });
+        // Metrics matter more than reports: without the socket (no permission for its folder,
+        // say) the exporter still serves, and says loudly what is missing.
+        match ingest::bind_unix(&cfg.ingest.socket, mode) {
+            Ok(l) => {
+                _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
+                tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
+                let app = ingest::router(ingest_state.clone())
+                    .into_make_service_with_connect_info::<Peer>();
+                let rx = stop_rx.clone();
+                tasks.spawn(async move {
+                    axum::serve(l, app)
+                        .with_graceful_shutdown(wait_stop(rx))
+                        .await
+                        .map_err(anyhow::Error::from)
+                });
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "allocator reports are OFF; choose a writable --ingest.socket, or --ingest.socket= to silence this"
+            ),
+        }
     }
     if !cfg.ingest.listen_address.is_empty() {
         let a = parse_listen_address(&cfg.ingest.listen_address)

@@ -84,12 +84,22 @@ pub struct Report {
     #[serde(default)]
     pub identity: Identity,
     pub devices: Vec<DeviceStats>,
-    #[serde(default)]
-    pub phase: Option<String>,
+    /// Absent: no news about the phase. `null`: outside any phase now.
+    #[serde(default, deserialize_with = "present")]
+    pub phase: Option<Option<String>>,
     #[serde(default)]
     pub events: Vec<Event>,
     #[serde(default)]
     pub components: Option<Vec<Component>>,
+}
+
+/// Tell a member that is present (even as `null`) from one that is absent.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Why a report was refused; the label value of `gpumem_ingest_rejected_total{reason}`.
@@ -266,8 +276,8 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
             )));
         }
     }
-    if let Some(phase) = &r.phase {
-        r.phase = Some(sanitize_label(phase, 64)).filter(|s| !s.is_empty());
+    if let Some(Some(phase)) = &r.phase {
+        r.phase = Some(Some(sanitize_label(phase, 64)).filter(|s| !s.is_empty()));
     }
     for e in &mut r.events {
         e.name = sanitize_label(&e.name, 64);
@@ -326,7 +336,13 @@ mod tests {
         let r = parse_value(ok_body()).unwrap();
         assert_eq!(r.devices[0].reserved_bytes, 20);
         assert_eq!(r.identity.rank, Some(3));
-        assert_eq!(r.phase.as_deref(), Some("forward"));
+        assert_eq!(r.phase, Some(Some("forward".to_string())));
+        let mut v = ok_body();
+        v["phase"] = serde_json::Value::Null;
+        assert_eq!(parse_value(v).unwrap().phase, Some(None));
+        let mut v = ok_body();
+        v.as_object_mut().unwrap().remove("phase");
+        assert_eq!(parse_value(v).unwrap().phase, None);
         assert_eq!(r.events[0].kind, EventKind::Mark);
     }
 

@@ -246,7 +246,7 @@ impl Source for SimSource {
                             reserved_peak_bytes: Some(reserved as u64),
                             largest_free_block_bytes: Some(largest.max(0.0) as u64),
                         }],
-                        phase: Some(phase.to_string()),
+                        phase: Some(Some(phase.to_string())),
                         events,
                         components: Some(vec![
                             Component {

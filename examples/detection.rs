@@ -1,0 +1,20 @@
+//! Prints the detection benchmark table (docs/analysis.md) for every trace in a folder.
+//!
+//! cargo build --release && cargo run --release --example detection -- ../shared/traces
+
+#[path = "../bench/detection.rs"]
+mod detection;
+
+fn main() {
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces").into());
+    let bin = std::env::var("GPUMEM_BIN").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/gpumem-exporter").into()
+    });
+    let mut all = vec![];
+    for group in detection::groups(std::path::Path::new(&dir)) {
+        all.extend(detection::evaluate_group(std::path::Path::new(&bin), &group));
+    }
+    print!("{}", detection::table(&all));
+}

@@ -1,0 +1,164 @@
+//! Helpers for tests that run the real binary.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
+
+pub fn traces_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces")
+}
+
+pub fn trace(name: &str) -> PathBuf {
+    let p = traces_dir().join(name);
+    assert!(
+        p.exists(),
+        "trace {} not found: the shared traces must sit beside the repository",
+        p.display()
+    );
+    p
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running exporter, killed on drop.
+pub struct Exporter {
+    pub child: Child,
+    pub port: u16,
+    pub socket: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Exporter {
+    pub fn start(extra: &[&str]) -> Exporter {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("ingest.sock");
+        let port = free_port();
+        let child = Command::new(BIN)
+            .args(["--source", "sim", "--sample-interval", "100ms"])
+            .arg("--web.listen-address")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--ingest.socket")
+            .arg(&socket)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the exporter");
+        let e = Exporter {
+            child,
+            port,
+            socket,
+            dir,
+        };
+        e.wait_ready();
+        e
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = reqwest::blocking::get(self.url("/-/ready")) {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("exporter did not become ready within 20 s");
+    }
+
+    pub fn get(&self, path: &str) -> String {
+        reqwest::blocking::get(self.url(path)).unwrap().text().unwrap()
+    }
+
+    pub fn metrics(&self) -> String {
+        self.get("/metrics")
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 POST over a Unix socket; returns (status, body).
+pub fn post_unix(socket: &Path, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect to the ingest socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    // A body over the limit may be refused before it is all read: ignore a broken pipe.
+    let _ = s.write_all(body);
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+/// Value of the first sample line that starts with `prefix` (name plus labels).
+pub fn sample_value(metrics: &str, name: &str, label_filter: &[(&str, &str)]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.starts_with(name)
+                && matches!(l.as_bytes().get(name.len()), Some(b'{') | Some(b' '))
+        })
+        .find(|l| {
+            label_filter
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Family names that have at least one sample in text-format output.
+pub fn family_names(metrics: &str) -> std::collections::BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+        .collect()
+}
+
+pub fn promtool() -> PathBuf {
+    let p = which("promtool").unwrap_or_else(|| {
+        panic!("promtool not found: install the Debian package `prometheus` (the README's test command does)")
+    });
+    p
+}
+
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(cmd))
+            .find(|p| p.is_file())
+    })
+}

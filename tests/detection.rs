@@ -1,0 +1,70 @@
+//! The analysis targets (issue: derived gauges), checked on every trace in the shared traces
+//! folder through `gpumem-exporter replay`. The figures are printed as a table as well.
+
+#[path = "../bench/detection.rs"]
+mod detection;
+
+use detection::Score;
+
+fn scores() -> Vec<Score> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
+    assert!(dir.exists(), "the shared traces must sit beside the repository");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_gpumem-exporter"));
+    let mut all = vec![];
+    for group in detection::groups(&dir) {
+        all.extend(detection::evaluate_group(bin, &group));
+    }
+    println!("{}", detection::table(&all));
+    all
+}
+
+#[test]
+fn detection_targets_hold_on_real_traces() {
+    let all = scores();
+    let ours: Vec<&Score> = all.iter().filter(|s| s.detector == "gpumem-exporter").collect();
+    assert!(!ours.is_empty());
+    for s in &ours {
+        // No false leak flag on any no-leak process (untraced neighbours included).
+        assert_eq!(s.false_flag_seconds, 0, "false leak flag: {} pid {}", s.trace, s.pid);
+        // No risk ≥ high on calm GPUs.
+        assert_eq!(s.calm_high_seconds, 0, "risk ≥ high on a calm GPU: {}", s.trace);
+    }
+    for s in ours.iter().filter(|s| s.leaking) {
+        let true_slope = s.true_slope_mib_per_min.unwrap();
+        if true_slope >= 200.0 {
+            let first = s.first_flag_after_start.unwrap_or(f64::INFINITY);
+            assert!(first <= 90.0, "{}: leak flagged after {first} s", s.trace);
+            let est = s.slope_mib_per_min.unwrap();
+            assert!(
+                (est - true_slope).abs() / true_slope <= 0.25,
+                "{}: slope {est:.0} vs true {true_slope:.0} MiB/min",
+                s.trace
+            );
+        }
+    }
+    for s in ours.iter().filter(|s| s.failure.is_some()) {
+        let (fail, _) = s.failure.unwrap();
+        // Targets: a clean ramp, and a shared GPU where one process leaks until it fails.
+        let (within, need, high, crit) = if s.shared {
+            (25, 0.60, 40.0, 15.0)
+        } else {
+            (15, 0.90, 60.0, 20.0)
+        };
+        if s.eta_seconds.0 > 0 {
+            let share = s.eta_share(within).unwrap();
+            assert!(
+                share >= need,
+                "{}: ETA within {within}% at {:.0}% of the seconds where ≥ 20 s remain",
+                s.trace,
+                share * 100.0
+            );
+        }
+        // A lead time can only be seen when the trace reaches that moment before the failure.
+        if s.trace_end >= fail - high {
+            assert!(s.high_lead.unwrap_or(0.0) >= high, "{}: risk ≥ high {:?} s before", s.trace, s.high_lead);
+        }
+        if s.trace_end >= fail - crit {
+            assert!(s.critical_lead.unwrap_or(0.0) >= crit, "{}: critical {:?} s before", s.trace, s.critical_lead);
+        }
+    }
+}

@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""End-to-end check of the alerting rules and dashboards against a live exporter.
+
+Standard library only. Starts, on loopback ports chosen at random:
+  - the exporter on its simulator (five GPUs: steady, leak, oom, frag, shared);
+  - a real Prometheus (scrape and evaluation every 1 s) loading alerts/gpumem-rules.yaml and a
+    copy of alerts/gpumem-alerts.yaml in which only the `for:` durations are scaled (by
+    GPUMEM_E2E_FOR_SCALE, default 0.1, at least 1 s); every expression is the real one;
+  - a real Alertmanager (no clustering) with the routing and inhibit rules of
+    alerts/README.md, sending to webhook receivers that this script serves;
+and asserts:
+  1. every query of every dashboard panel (and annotation) returns data from that Prometheus,
+     but for the few in ALLOW_NO_DATA (series that exist only after a fault);
+  2. every recorded series of alerts/gpumem-rules.yaml has data, and no rule evaluates with
+     an error;
+  3. GpuMemoryOomImminent for the oom GPU reaches the paging receiver with severity critical;
+  4. the calm GPU (steady scenario, gpu="0") raises nothing: no alert, pending or firing,
+     carries its gpu label, in Prometheus or at any receiver.
+
+Bounded in time: each wait has its own timeout, the whole run stops after TOTAL_BUDGET seconds,
+and every child process is stopped at the end, also on failure or interruption.
+
+Environment: GPUMEM_BIN (default target/debug/gpumem-exporter), PROMETHEUS (default
+/usr/bin/prometheus), ALERTMANAGER (default /usr/bin/prometheus-alertmanager), PROMTOOL
+(default /usr/bin/promtool, optional), GPUMEM_E2E_FOR_SCALE, GPUMEM_E2E_KEEP=1 keeps the temp
+directory (logs, generated configs).
+"""
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import check_dashboards  # noqa: E402
+
+GPUMEM_BIN = os.environ.get("GPUMEM_BIN", os.path.join(ROOT, "target", "debug", "gpumem-exporter"))
+PROMETHEUS = os.environ.get("PROMETHEUS", "/usr/bin/prometheus")
+ALERTMANAGER = os.environ.get("ALERTMANAGER", "/usr/bin/prometheus-alertmanager")
+PROMTOOL = os.environ.get("PROMTOOL", "/usr/bin/promtool")
+FOR_SCALE = float(os.environ.get("GPUMEM_E2E_FOR_SCALE", "0.1"))
+KEEP = os.environ.get("GPUMEM_E2E_KEEP") == "1"
+
+TOTAL_BUDGET = 225.0      # seconds for the whole run (< 4 minutes with clean-up)
+START_TIMEOUT = 30.0      # each child process must answer within this
+MIN_OBSERVE = 60.0        # watch the calm GPU at least this long after Prometheus is up
+POLL = 2.0
+CALM_GPU = "0"            # position 0 of SIM_CONFIG
+OOM_GPU = "2"             # position 2 of SIM_CONFIG
+
+SIM_CONFIG = """\
+sim:
+  seed: 42
+  gpus:
+    - {scenario: steady}                  # gpu 0: calm training sawtooth, must raise nothing
+    - {scenario: leak}                    # gpu 1: slow allocator leak
+    - {scenario: oom, ramp_seconds: 90}   # gpu 2: ramp to OOM, must page
+    - {scenario: frag}                    # gpu 3: fragmentation churn
+    - {scenario: shared}                  # gpu 4: two processes, one leaks
+"""
+
+# Panel queries allowed to return nothing during the run, with the reason, keyed by
+# (dashboard file, panel title, refId). Only for series that legitimately exist only during a
+# fault the simulator does not produce. Empty today: every panel has data on the simulator
+# (gpumem_oom_eta_seconds and ALERTS come from the oom GPU, the error counters are served at 0).
+ALLOW_NO_DATA = {
+}
+# Template variable values used instead of the dashboards' own: the simulator enters only
+# per-step phases (forward/backward/optimizer), which the phase annotation hides by default.
+QUERY_OVERRIDES = {"step_phases": ""}
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+
+
+def remaining():
+    return TOTAL_BUDGET - (time.monotonic() - T0)
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=5.0):
+    try:
+        with urllib.request.urlopen(url, timeout=min(timeout, max(remaining(), 0.5))) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, socket.timeout):
+        return None, ""
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + min(timeout, max(remaining(), 0))
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.25)
+    raise Failure(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Children:
+    """Child processes, each stopped by its own pid at the end."""
+
+    def __init__(self, tmp):
+        self.tmp, self.procs = tmp, []
+
+    def start(self, name, argv):
+        out = open(os.path.join(self.tmp, f"{name}.log"), "wb")
+        log(f"start {name}: {' '.join(argv)}")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.tmp)
+        self.procs.append((name, p, out))
+        return p
+
+    def check_alive(self):
+        for name, p, _ in self.procs:
+            if p.poll() is not None:
+                raise Failure(f"{name} exited early with status {p.returncode}")
+
+    def stop_all(self):
+        for name, p, _ in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for name, p, out in reversed(self.procs):
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    log(f"{name} (pid {p.pid}) did not stop")
+            out.close()
+
+    def tail(self, n=40):
+        for name, _, _ in self.procs:
+            path = os.path.join(self.tmp, f"{name}.log")
+            try:
+                with open(path, "rb") as f:
+                    lines = f.read().decode("utf-8", "replace").splitlines()[-n:]
+            except OSError:
+                continue
+            print(f"----- last lines of {name}.log -----")
+            for line in lines:
+                print("  " + line)
+
+
+class Webhook:
+    """Alertmanager webhook receivers: every POST body, by path."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.posts = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0") or 0)
+                body = self.rfile.read(min(n, 10 << 20))
+                try:
+                    doc = json.loads(body)
+                except ValueError:
+                    doc = {"unparsable": body.decode("utf-8", "replace")}
+                with hook.lock:
+                    hook.posts.append((self.path, doc))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        self.thread.start()
+
+    def alerts(self):
+        with self.lock:
+            posts = list(self.posts)
+        for path, doc in posts:
+            for a in doc.get("alerts", []) if isinstance(doc, dict) else []:
+                yield path, a
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def parse_duration(text):
+    total, pos = 0.0, 0
+    for m in re.finditer(r"(\d+)(ms|s|m|h|d|w|y)", text):
+        if m.start() != pos:
+            raise ValueError(text)
+        pos = m.end()
+        total += int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800,
+                                    "y": 31536000}[m.group(2)]
+    if pos != len(text) or not text:
+        raise ValueError(text)
+    return total
+
+
+def scaled_alert_rules(src_text, scale):
+    """The alert rules with every `for:` scaled; nothing else changes (checked)."""
+    def repl(m):
+        secs = parse_duration(m.group(2))
+        return f"{m.group(1)}{max(1, math.ceil(secs * scale))}s{m.group(3)}"
+    out = re.sub(r"^(\s*for:\s*)(\S+)(.*)$", repl, src_text, flags=re.M)
+    a, b = src_text.splitlines(), out.splitlines()
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if x != y and not re.match(r"^\s*for:", x):
+            raise Failure(f"scaling changed a line that is not `for:`: {x!r}")
+    return out
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def alertmanager_config(hook_port):
+    base = f"http://127.0.0.1:{hook_port}"
+    return f"""\
+route:
+  receiver: tickets
+  group_by: [alertname, instance, gpu, pid]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+  routes:
+    - matchers: [severity="critical"]
+      receiver: pager
+receivers:
+  - name: pager
+    webhook_configs:
+      - url: {base}/pager
+        send_resolved: true
+  - name: tickets
+    webhook_configs:
+      - url: {base}/tickets
+        send_resolved: true
+{INHIBIT_RULES}"""
+
+
+# Keep equal to the example in alerts/README.md.
+INHIBIT_RULES = """\
+inhibit_rules:
+  - source_matchers: [alertname="GpuMemExporterDown"]
+    target_matchers: [alertname=~"GpuMemory.*|GpuMemDeviceDown"]
+    equal: [instance]
+  - source_matchers: [alertname="GpuMemDeviceDown"]
+    target_matchers: [alertname=~"GpuMemory.*"]
+    equal: [instance, gpu]
+  - source_matchers: [alertname="GpuMemoryOomImminent"]
+    target_matchers: [alertname="GpuMemoryOomRiskHigh"]
+    equal: [instance, gpu]
+  - source_matchers: [severity="critical"]
+    target_matchers: [severity="warning"]
+    equal: [alertname, instance, gpu, pid]
+"""
+
+
+def prometheus_config(exporter_port, am_port, rule_files):
+    rules = "\n".join(f"  - {r}" for r in rule_files)
+    return f"""\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+{rules}
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['127.0.0.1:{am_port}']
+scrape_configs:
+  # The job name follows the convention of alerts/README.md (it contains "gpumem"), and the
+  # exporter's own `job` label (training job) becomes `exported_job`.
+  - job_name: gpumem-exporter
+    honor_labels: false
+    static_configs:
+      - targets: ['127.0.0.1:{exporter_port}']
+"""
+
+
+class Prom:
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+
+    def query(self, expr):
+        url = self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        status, body = http_get(url, timeout=5)
+        if status is None:
+            return None, "no answer"
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return None, f"HTTP {status}: {body[:200]}"
+        if doc.get("status") != "success":
+            return None, f"{doc.get('errorType')}: {doc.get('error')}"
+        return doc["data"]["result"], None
+
+    def api(self, path):
+        status, body = http_get(self.base + path, timeout=5)
+        if status != 200:
+            raise Failure(f"GET {path}: HTTP {status}")
+        return json.loads(body)["data"]
+
+
+def run(tmp, children, hook):
+    for path, what in ((GPUMEM_BIN, "exporter (build it with `cargo build`, or set GPUMEM_BIN)"),
+                       (PROMETHEUS, "Prometheus (Debian package prometheus)"),
+                       (ALERTMANAGER, "Alertmanager (Debian package prometheus-alertmanager)")):
+        if not os.access(path, os.X_OK):
+            raise Failure(f"{what} not found at {path}")
+
+    # Static checks first: a broken dashboard fails fast.
+    problems = check_dashboards.check()
+    if problems:
+        raise Failure("dashboard checks failed:\n  " + "\n  ".join(problems))
+    queries = check_dashboards.extract_queries(overrides=QUERY_OVERRIDES)
+    log(f"{len(queries)} dashboard queries to run")
+
+    # Rules: the recording rules as they are, the alert rules with `for:` scaled.
+    with open(os.path.join(ROOT, "alerts", "gpumem-alerts.yaml"), encoding="utf-8") as f:
+        alerts_text = scaled_alert_rules(f.read(), FOR_SCALE)
+    rules_file = os.path.join(tmp, "gpumem-rules.yaml")
+    alerts_file = os.path.join(tmp, "gpumem-alerts.yaml")
+    shutil.copyfile(os.path.join(ROOT, "alerts", "gpumem-rules.yaml"), rules_file)
+    write(alerts_file, alerts_text)
+    recorded = sorted(check_dashboards.recorded_series())
+    if os.access(PROMTOOL, os.X_OK):
+        r = subprocess.run([PROMTOOL, "check", "rules", rules_file, alerts_file], capture_output=True, timeout=30)
+        if r.returncode != 0:
+            raise Failure("promtool check rules failed on the generated rules:\n" + r.stdout.decode() + r.stderr.decode())
+
+    exp_port, prom_port, am_port = free_port(), free_port(), free_port()
+    write(os.path.join(tmp, "sim.yaml"), SIM_CONFIG)
+    write(os.path.join(tmp, "alertmanager.yml"), alertmanager_config(hook.port))
+    write(os.path.join(tmp, "prometheus.yml"), prometheus_config(exp_port, am_port, [rules_file, alerts_file]))
+
+    children.start("exporter", [GPUMEM_BIN, "--source", "sim", "--web.listen-address", f"127.0.0.1:{exp_port}",
+                                "--config", os.path.join(tmp, "sim.yaml"), "--sample-interval", "100ms",
+                                "--ingest.socket", os.path.join(tmp, "ingest.sock")])
+    os.makedirs(os.path.join(tmp, "am-data"))
+    children.start("alertmanager", [ALERTMANAGER, f"--config.file={os.path.join(tmp, 'alertmanager.yml')}",
+                                    f"--storage.path={os.path.join(tmp, 'am-data')}",
+                                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=",
+                                    "--log.level=warn"])
+    children.start("prometheus", [PROMETHEUS, f"--config.file={os.path.join(tmp, 'prometheus.yml')}",
+                                  f"--storage.tsdb.path={os.path.join(tmp, 'prom-data')}",
+                                  f"--web.listen-address=127.0.0.1:{prom_port}",
+                                  "--rules.alert.resend-delay=1s", "--log.level=warn"])
+
+    def up(url, needle=None):
+        def pred():
+            children.check_alive()
+            status, body = http_get(url, timeout=2)
+            return status == 200 and (needle is None or needle in body)
+        return pred
+
+    wait_for(up(f"http://127.0.0.1:{exp_port}/metrics", "gpumem_used_bytes"), START_TIMEOUT, "the exporter's /metrics")
+    log("exporter serves metrics")
+    wait_for(up(f"http://127.0.0.1:{am_port}/-/ready"), START_TIMEOUT, "Alertmanager to be ready")
+    log("alertmanager ready")
+    wait_for(up(f"http://127.0.0.1:{prom_port}/-/ready"), START_TIMEOUT, "Prometheus to be ready")
+    prom = Prom(prom_port)
+    log("prometheus ready")
+    wait_for(lambda: (prom.query('up{job="gpumem-exporter"} == 1')[0] or []) != [], START_TIMEOUT,
+             "Prometheus to scrape the exporter")
+    log("exporter scraped")
+    observe_from = time.monotonic()
+
+    pending = {(f, t, r): e for f, t, r, e, _ in queries}
+    errors, got_data = {}, set()
+    calm_alerts, imminent = {}, None
+    while True:
+        children.check_alive()
+        for key, expr in list(pending.items()):
+            result, err = prom.query(expr)
+            if err and err != "no answer":
+                errors[key] = f"{expr}\n      -> {err}"
+                del pending[key]
+            elif result:
+                got_data.add(key)
+                del pending[key]
+        # The calm GPU: nothing pending or firing with its gpu label, nothing at a receiver.
+        result, err = prom.query(f'ALERTS{{gpu="{CALM_GPU}"}}')
+        for s in result or []:
+            m = s["metric"]
+            calm_alerts[(m.get("alertname"), m.get("alertstate"))] = m
+        for path, a in hook.alerts():
+            labels = a.get("labels", {})
+            if labels.get("gpu") == CALM_GPU:
+                calm_alerts[(labels.get("alertname"), "sent to " + path)] = labels
+            if (imminent is None and labels.get("alertname") == "GpuMemoryOomImminent"
+                    and a.get("status") == "firing"):
+                imminent = (path, labels, a.get("annotations", {}))
+                log(f"GpuMemoryOomImminent reached {path}: {labels}")
+        required_left = [k for k in pending if k not in ALLOW_NO_DATA]
+        observed = time.monotonic() - observe_from
+        if not required_left and imminent and observed >= MIN_OBSERVE:
+            break
+        if remaining() < 15:
+            log("observation budget used up")
+            break
+        time.sleep(POLL)
+
+    failures = []
+    # 1. dashboard queries
+    for key, msg in sorted(errors.items()):
+        failures.append(f"query of {key[0]} / {key[1]!r} / {key[2]} failed: {msg}")
+    for key in sorted(pending):
+        if key in ALLOW_NO_DATA:
+            log(f"no data (allowed: {ALLOW_NO_DATA[key]}): {key}")
+        else:
+            failures.append(f"query of {key[0]} / {key[1]!r} / {key[2]} returned no data: {dict((q[:3], q[3]) for q in queries)[key]}")
+    log(f"dashboard queries with data: {len(got_data)} of {len(queries)}")
+    # 2. recording rules and rule health
+    for name in recorded:
+        result, err = prom.query(name)
+        if not result:
+            failures.append(f"recorded series {name} has no data ({err or 'empty'})")
+    for group in prom.api("/api/v1/rules")["groups"]:
+        for rule in group["rules"]:
+            if rule.get("health") == "err" or rule.get("lastError"):
+                failures.append(f"rule {rule.get('name')} in {group['name']}: {rule.get('lastError')}")
+    # 3. the page
+    if imminent is None:
+        failures.append("GpuMemoryOomImminent never reached a receiver")
+    else:
+        path, labels, ann = imminent
+        if labels.get("severity") != "critical":
+            failures.append(f"GpuMemoryOomImminent has severity {labels.get('severity')!r}, not critical")
+        if path != "/pager":
+            failures.append(f"GpuMemoryOomImminent was routed to {path}, not to the pager receiver")
+        if labels.get("gpu") != OOM_GPU:
+            failures.append(f"GpuMemoryOomImminent fired for gpu {labels.get('gpu')!r}, expected {OOM_GPU}")
+        for k in ("summary", "description", "runbook_url"):
+            if not ann.get(k):
+                failures.append(f"GpuMemoryOomImminent has no {k} annotation")
+        log(f"page description: {ann.get('description')}")
+    # 4. the calm GPU
+    for (name, state), labels in sorted(calm_alerts.items()):
+        failures.append(f"calm GPU {CALM_GPU} raised {name} ({state}): {labels}")
+
+    firing = prom.query('ALERTS{alertstate="firing"}')[0] or []
+    log("firing at the end: " + ", ".join(sorted({f"{s['metric']['alertname']}{{gpu={s['metric'].get('gpu', '-')}}}"
+                                                   for s in firing})))
+    return failures
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="gpumem-e2e-")
+    children = Children(tmp)
+    hook = None
+    failures = []
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    # Last resort: whatever hangs, stop the children and leave after the budget.
+    watchdog = threading.Timer(TOTAL_BUDGET + 10, lambda: (log("watchdog: out of time"), children.stop_all(),
+                                                           os._exit(3)))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        hook = Webhook()
+        failures = run(tmp, children, hook)
+    except Failure as e:
+        failures = [str(e)]
+    except KeyboardInterrupt as e:
+        failures = [f"interrupted ({e})"]
+    finally:
+        children.stop_all()
+        if hook:
+            hook.close()
+        watchdog.cancel()
+    if failures:
+        children.tail()
+        print("\nE2E FAILED:")
+        for f in failures:
+            print("  - " + f)
+    else:
+        print(f"\nE2E PASSED in {time.monotonic() - T0:.0f}s")
+    if KEEP or failures:
+        print(f"logs and generated configs: {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+//! The exporter as a user meets it: the binary on the simulator, over HTTP.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const RAW_GAUGES: [&str; 8] = [
+    "gpumem_total_bytes",
+    "gpumem_used_bytes",
+    "gpumem_free_bytes",
+    "gpumem_reserved_bytes",
+    "gpumem_peak_used_bytes",
+    "gpumem_device_up",
+    "gpumem_process_used_bytes",
+    "gpumem_gpu_info",
+];
+
+#[test]
+fn serves_every_raw_gauge_for_several_gpus() {
+    let e = Exporter::start(&[]);
+    let m = e.metrics();
+    for name in RAW_GAUGES {
+        assert!(family_names(&m).contains(name), "{name} missing from /metrics");
+    }
+    let gpus = m
+        .lines()
+        .filter(|l| l.starts_with("gpumem_device_up{"))
+        .count();
+    assert!(gpus >= 2, "expected at least 2 GPUs, got {gpus}");
+    assert!(m.contains("window=\"lifetime\""));
+    assert!(m.contains("window=\"5m\""));
+    for name in [
+        "gpumem_exporter_build_info",
+        "gpumem_exporter_sample_duration_seconds",
+        "gpumem_exporter_sample_errors_total",
+    ] {
+        assert!(family_names(&m).contains(name), "{name} missing");
+    }
+    // total = reserved + used + free on every GPU.
+    for g in 0..gpus {
+        let g = g.to_string();
+        let v = |n| sample_value(&m, n, &[("gpu", g.as_str())]).unwrap();
+        assert_eq!(
+            v("gpumem_total_bytes"),
+            v("gpumem_reserved_bytes") + v("gpumem_used_bytes") + v("gpumem_free_bytes")
+        );
+    }
+}
+
+#[test]
+fn promtool_finds_nothing_to_complain_about() {
+    let e = Exporter::start(&[]);
+    let m = e.metrics();
+    let mut p = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(m.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}");
+}
+
+#[test]
+fn negotiates_openmetrics_and_serves_health_pages() {
+    let e = Exporter::start(&[]);
+    let c = reqwest::blocking::Client::new();
+    let r = c
+        .get(e.url("/metrics"))
+        .header("Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+        .send()
+        .unwrap();
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let body = r.text().unwrap();
+    assert!(body.ends_with("# EOF\n"));
+    assert!(body.contains("# UNIT gpumem_used_bytes bytes"));
+    let r = c.get(e.url("/metrics")).send().unwrap();
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    assert_eq!(c.get(e.url("/-/healthy")).send().unwrap().status(), 200);
+    assert_eq!(c.get(e.url("/-/ready")).send().unwrap().status(), 200);
+    let landing = e.get("/");
+    assert!(landing.contains("href=\"/metrics\""));
+    let snap: serde_json::Value = serde_json::from_str(&e.get("/api/v1/snapshot")).unwrap();
+    assert!(snap["gpus"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn custom_telemetry_path() {
+    let e = Exporter::start(&["--web.telemetry-path", "/gpu-metrics"]);
+    assert!(e.get("/gpu-metrics").contains("gpumem_used_bytes"));
+    let r = reqwest::blocking::get(e.url("/metrics")).unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[test]
+fn nvml_missing_exits_with_one_line_naming_the_simulator() {
+    let has_nvml = Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if has_nvml {
+        eprintln!("NOTE: this machine has NVML; the no-NVML path cannot be exercised here");
+        return;
+    }
+    let out = Command::new(BIN)
+        .args(["--source", "nvml", "--web.listen-address", "127.0.0.1:0", "--ingest.socket="])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one clear line, got: {err}");
+    assert!(lines[0].contains("--source sim"), "{err}");
+}
+
+#[test]
+fn bad_flags_and_config_name_the_field() {
+    let out = Command::new(BIN).args(["--sample-interval", "1ms"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--sample-interval") && err.contains("10ms..60s"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "analysis:\n  risk:\n    high_used_fraction: 2\n").unwrap();
+    let out = Command::new(BIN).arg("--config").arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("analysis.risk.high_used_fraction"), "{err}");
+}
+
+#[test]
+fn print_config_shows_the_effective_config() {
+    let out = Command::new(BIN)
+        .args(["--source", "sim", "--sample-interval", "250ms", "--print-config"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(yaml.contains("source: sim"), "{yaml}");
+    assert!(yaml.contains("sample_interval: 250ms"), "{yaml}");
+    // And it reads back as a config.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yaml");
+    std::fs::write(&p, yaml.as_bytes()).unwrap();
+    let out = Command::new(BIN).arg("--config").arg(&p).arg("--print-config").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), yaml);
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_removes_the_socket() {
+    let mut e = Exporter::start(&[]);
+    assert!(e.socket.exists());
+    let pid = e.child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = e.child.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(!e.socket.exists(), "socket file left behind");
+}

@@ -1,0 +1,87 @@
+//! `gpumem-exporter replay` over the shared real traces.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn run_replay(files: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("timeline.jsonl");
+    let status = Command::new(BIN)
+        .arg("replay")
+        .args(files.iter().map(|f| trace(f)))
+        .arg("--output")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn values<'a>(line: &'a serde_json::Value, name: &'a str) -> impl Iterator<Item = &'a serde_json::Value> + 'a {
+    line["metrics"].as_array().unwrap().iter().filter(move |m| m["name"] == name)
+}
+
+#[test]
+fn one_line_per_second_of_trace_time_with_the_metrics_series() {
+    let lines = run_replay(&["d1-steady.jsonl", "d1-leak.jsonl", "d1-oom.jsonl", "d1-frag.jsonl"]);
+    assert!(lines.len() >= 119, "{} lines for 120 s of trace", lines.len());
+    for w in lines.windows(2) {
+        assert_eq!(w[1]["t"].as_i64().unwrap(), w[0]["t"].as_i64().unwrap() + 1);
+    }
+    let last = lines.last().unwrap();
+    // Four traces without gpu_index: GPUs "0" to "3" in the order given.
+    let gpus: Vec<String> = values(last, "gpumem_device_up")
+        .map(|m| m["labels"]["gpu"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(gpus, ["0", "1", "2", "3"]);
+    // The NVML part feeds the source path, the torch part the allocator path.
+    assert!(values(last, "gpumem_used_bytes").count() == 4);
+    let alloc: Vec<_> = values(last, "gpumem_process_allocated_bytes").collect();
+    assert_eq!(alloc.len(), 4);
+    assert!(alloc.iter().any(|m| m["labels"]["pid"] == "2508"));
+}
+
+#[test]
+fn traces_of_one_gpu_merge_onto_it() {
+    let lines = run_replay(&["d2-steady.jsonl", "d2-leak.jsonl"]);
+    // Mid-run: both trainers and the ballast are alive (the steady trainer ends first).
+    let mid = &lines[100];
+    assert_eq!(values(mid, "gpumem_device_up").count(), 1);
+    let pids: std::collections::BTreeSet<String> = values(mid, "gpumem_process_used_bytes")
+        .map(|m| m["labels"]["pid"].as_str().unwrap().to_string())
+        .collect();
+    // The untraced 57 GiB ballast is visible through NVML's process list.
+    assert_eq!(pids, ["404", "435", "452"].map(String::from).into());
+    let allocs = values(mid, "gpumem_process_allocated_bytes").count();
+    assert_eq!(allocs, 2, "two traced processes report allocator stats");
+}
+
+#[test]
+fn replay_is_deterministic() {
+    let a = run_replay(&["d2-steady.jsonl", "d2-leak.jsonl"]);
+    let b = run_replay(&["d2-steady.jsonl", "d2-leak.jsonl"]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_missing_or_broken_trace_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"kind\":\"header\",\"pid\":1}\n{\"kind\":\"sample\",\"t\":\"x\"}\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("replay")
+        .arg(&bad)
+        .arg("--output")
+        .arg(dir.path().join("o.jsonl"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.jsonl:2:"), "{err}");
+}
