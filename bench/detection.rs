@@ -42,7 +42,9 @@ fn f(v: &Value) -> f64 {
 
 pub fn read_truth(path: &Path) -> Truth {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
     let h = lines.next().unwrap();
     let pid = h["pid"].as_u64().unwrap() as u32;
     let mut t = Truth {
@@ -92,7 +94,8 @@ pub fn read_truth(path: &Path) -> Truth {
                     cap,
                     f(&tr["allocated_bytes.all.peak"]),
                 ));
-                t.device.push((ts, f(&n["total"]) - f(&n["free"]), f(&n["total"])));
+                t.device
+                    .push((ts, f(&n["total"]) - f(&n["free"]), f(&n["total"])));
                 t.end = ts;
             }
             _ => {}
@@ -141,12 +144,19 @@ fn lsq(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// after training starts to the end. It sees the whole trace, which no live detector can.
 pub fn true_floor_slope(t: &Truth) -> Option<f64> {
     let mut mins: BTreeMap<i64, f64> = BTreeMap::new();
-    for s in t.samples.iter().filter(|s| s.0 >= t.start + 20.0 && s.2 > 0.0) {
+    for s in t
+        .samples
+        .iter()
+        .filter(|s| s.0 >= t.start + 20.0 && s.2 > 0.0)
+    {
         let w = (s.0 / 10.0).floor() as i64;
         let e = mins.entry(w).or_insert(f64::MAX);
         *e = e.min(s.1);
     }
-    let pts: Vec<(f64, f64)> = mins.iter().map(|(w, v)| (*w as f64 * 10.0 + 5.0, *v)).collect();
+    let pts: Vec<(f64, f64)> = mins
+        .iter()
+        .map(|(w, v)| (*w as f64 * 10.0 + 5.0, *v))
+        .collect();
     lsq(&pts).map(|(b, _)| b)
 }
 
@@ -167,7 +177,10 @@ pub fn failure_time(t: &Truth) -> Option<(f64, bool)> {
         return None;
     }
     let last = t.samples.iter().rev().find(|s| s.2 > 0.0)?;
-    let recent = t.samples.iter().filter(|s| s.0 >= last.0 - 10.0 && s.2 > 0.0);
+    let recent = t
+        .samples
+        .iter()
+        .filter(|s| s.0 >= last.0 - 10.0 && s.2 > 0.0);
     let (mut need, mut others) = (0.0f64, 0.0f64);
     for s in recent {
         need = need.max(s.1.max(s.6) + (s.3 - s.2).max(0.0));
@@ -379,7 +392,10 @@ pub fn evaluate_group(bin: &Path, files: &[PathBuf]) -> Vec<Score> {
             calm,
         );
         out.push(ours);
-        for (name, window_eta) in [("least squares on NVML used (60 s)", true), ("seeds' growth threshold", false)] {
+        for (name, window_eta) in [
+            ("least squares on NVML used (60 s)", true),
+            ("seeds' growth threshold", false),
+        ] {
             out.push(baseline(name, truth, &seconds, window_eta, calm));
         }
     }
@@ -405,7 +421,8 @@ pub fn evaluate_group(bin: &Path, files: &[PathBuf]) -> Vec<Score> {
 /// Seeds: growth = (used now − used 60 s ago) / 60 s; leak above 10 MB/min; ETA = free / growth;
 /// risk from the used percentage (≥ 85 % high, ≥ 95 % critical) or ETA (< 60 s critical, < 300 s high).
 fn baseline(name: &str, truth: &Truth, seconds: &[f64], lsq_kind: bool, calm: bool) -> Score {
-    let at = |t: f64| -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    type Points = Vec<(f64, f64)>;
+    let at = |t: f64| -> (Points, Points) {
         let lt = t - truth.offset;
         let win: Vec<_> = truth
             .samples
@@ -471,7 +488,8 @@ fn baseline(name: &str, truth: &Truth, seconds: &[f64], lsq_kind: bool, calm: bo
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "–".into())
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "–".into())
 }
 
 pub fn table(scores: &[Score]) -> String {
@@ -485,7 +503,11 @@ pub fn table(scores: &[Score]) -> String {
                 "{:.0}% ({:.0}%) of {n}{}",
                 100.0 * x.eta_seconds.1 as f64 / n as f64,
                 100.0 * x.eta_seconds.2 as f64 / n as f64,
-                if x.failure.is_some_and(|f| f.1) { " (extrapolated failure)" } else { "" }
+                if x.failure.is_some_and(|f| f.1) {
+                    " (extrapolated failure)"
+                } else {
+                    ""
+                }
             ),
         };
         s.push_str(&format!(
@@ -493,7 +515,11 @@ pub fn table(scores: &[Score]) -> String {
             x.trace,
             x.pid,
             x.detector,
-            if x.leaking { opt(x.first_flag_after_start, 0) } else { "no leak".into() },
+            if x.leaking {
+                opt(x.first_flag_after_start, 0)
+            } else {
+                "no leak".into()
+            },
             opt(x.slope_mib_per_min, 0),
             opt(x.true_slope_mib_per_min, 0),
             x.false_flag_seconds,

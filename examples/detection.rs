@@ -10,11 +10,18 @@ fn main() {
         .nth(1)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces").into());
     let bin = std::env::var("GPUMEM_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/gpumem-exporter").into()
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/release/gpumem-exporter"
+        )
+        .into()
     });
     let mut all = vec![];
     for group in detection::groups(std::path::Path::new(&dir)) {
-        all.extend(detection::evaluate_group(std::path::Path::new(&bin), &group));
+        all.extend(detection::evaluate_group(
+            std::path::Path::new(&bin),
+            &group,
+        ));
     }
     print!("{}", detection::table(&all));
 }

@@ -53,6 +53,10 @@ pub struct CommonArgs {
     #[arg(long = "web.telemetry-path", global = true, value_name = "PATH")]
     pub telemetry_path: Option<String>,
 
+    /// Web config file (exporter-toolkit format) for TLS and basic auth on the web endpoints.
+    #[arg(long = "web.config.file", global = true, value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
     /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
     #[arg(long = "ingest.socket", global = true, value_name = "PATH", value_parser = parse_path)]
     pub ingest_socket: Option<PathBuf>,
@@ -73,7 +77,7 @@ pub struct CommonArgs {
     #[arg(long = "replay.speed", global = true, value_name = "FACTOR")]
     pub replay_speed: Option<f64>,
 
-    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, idle.
+    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle.
     #[arg(
         long = "sim.scenarios",
         global = true,
@@ -81,6 +85,10 @@ pub struct CommonArgs {
         value_delimiter = ','
     )]
     pub sim_scenarios: Option<Vec<String>>,
+
+    /// Pod labels on per-process series: auto (on inside a pod), on, off. [default: auto]
+    #[arg(long = "kubernetes.attribution", global = true, value_name = "MODE", value_parser = ["auto", "on", "off"])]
+    pub kubernetes_attribution: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +97,136 @@ pub enum Command {
     Serve,
     /// Run the engine over recorded traces as fast as the CPU goes and write a timeline.
     Replay(ReplayArgs),
+    /// Sample for a while, then write a memory profile report (JSON) and a chart.
+    Profile(ProfileArgs),
+    /// Assess out-of-memory risk per GPU, over a duration or until Ctrl-C.
+    Oom(OomArgs),
+    /// Look for leaking processes: an allocated floor that keeps rising.
+    Leak(LeakArgs),
+    /// Analyse allocator fragmentation over time.
+    Fragment(FragmentArgs),
+    /// Compare two profile reports.
+    Compare(CompareArgs),
+    /// Table and heatmap of peak memory across profile reports tagged with two parameters.
+    Sweep(SweepArgs),
+    /// Live terminal view of GPUs and their processes.
+    Top(TopArgs),
+}
+
+/// How long and how often the report commands sample, and which GPUs they look at.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SamplingArgs {
+    /// Seconds to sample (trace seconds for a replay source; 90, 2.5, 2m). [default: 60, or
+    /// the whole trace for a replay source]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::commands::workflow::parse_seconds, allow_hyphen_values = true)]
+    pub duration: Option<f64>,
+    /// Seconds between samples (overrides --sample-interval; a replay source takes every
+    /// recorded sample unless this is given).
+    #[arg(long, value_name = "SECONDS", value_parser = crate::commands::workflow::parse_interval, allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+    /// GPU indices to report on. [default: all]
+    #[arg(long, value_name = "INDEX", num_args = 1..)]
+    pub devices: Vec<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Where to write the report (JSON); - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Chart of used, reserved and allocated memory over time: a .png or .svg file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Vec<PathBuf>,
+    /// Label the report, e.g. --tag batch_size=32 (repeatable); `sweep` and `compare` read them.
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = crate::commands::workflow::parse_tag)]
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct OomArgs {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Used percent of a GPU at which the risk is at least high (medium starts 10 points lower).
+    /// [default: the configuration's analysis.risk]
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true)]
+    pub threshold: Option<f64>,
+    /// Keep watching until Ctrl-C (or the end of a replayed trace), printing each change of level.
+    #[arg(long, conflicts_with = "duration")]
+    pub monitor: bool,
+    /// Where to write the report (JSON); - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakArgs {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Floor growth in MiB per minute above which a process leaks. [default: 10]
+    #[arg(long, value_name = "MIB_PER_MIN", allow_hyphen_values = true)]
+    pub threshold: Option<f64>,
+    /// Where to write the report (JSON); - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct FragmentArgs {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Where to write the report (JSON); - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Chart of the fragmentation ratios over time: a .png or .svg file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline profile report.
+    #[arg(value_name = "A.json")]
+    pub a: PathBuf,
+    /// The profile report to compare with it.
+    #[arg(value_name = "B.json")]
+    pub b: PathBuf,
+    /// Also write the comparison as JSON to this file; - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Profile reports, each tagged with the --x and --y keys.
+    #[arg(required = true, value_name = "REPORT.json")]
+    pub reports: Vec<PathBuf>,
+    /// Tag whose values make the columns.
+    #[arg(long, value_name = "TAG")]
+    pub x: String,
+    /// Tag whose values make the rows.
+    #[arg(long, value_name = "TAG")]
+    pub y: String,
+    /// Which peak to tabulate: used (NVML), allocated or reserved (allocator).
+    #[arg(long, value_name = "METRIC", default_value = "used", value_parser = ["used", "allocated", "reserved"])]
+    pub metric: String,
+    /// Heatmap: a .png or .svg file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Vec<PathBuf>,
+    /// Where to write the table as JSON; - for stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Seconds between screen refreshes.
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = crate::commands::workflow::parse_interval)]
+    pub refresh: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -133,6 +271,9 @@ impl CommonArgs {
         if let Some(v) = &self.telemetry_path {
             c.web.telemetry_path = v.clone();
         }
+        if let Some(v) = &self.web_config_file {
+            c.web.config_file = Some(v.clone());
+        }
         if let Some(v) = &self.ingest_socket {
             c.ingest.socket = v.clone();
         }
@@ -145,6 +286,13 @@ impl CommonArgs {
         if self.ingest_allow_remote {
             c.ingest.allow_remote = true;
         }
+        if let Some(v) = &self.kubernetes_attribution {
+            c.kubernetes.attribution = match v.as_str() {
+                "on" => crate::config::Attribution::On,
+                "off" => crate::config::Attribution::Off,
+                _ => crate::config::Attribution::Auto,
+            };
+        }
         if let Some(v) = self.replay_speed {
             c.replay.speed = v;
         }
@@ -154,7 +302,7 @@ impl CommonArgs {
                 let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
                     field: "--sim.scenarios".into(),
                     message: format!(
-                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, idle"
+                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle"
                     ),
                 })?;
                 gpus.push(SimGpuConfig::new(scenario));
@@ -170,6 +318,7 @@ impl CommonArgs {
                 "web.listen_address" if self.listen_address.is_some() => {
                     Some("--web.listen-address")
                 }
+                "web.config_file" if self.web_config_file.is_some() => Some("--web.config.file"),
                 "web.telemetry_path" if self.telemetry_path.is_some() => {
                     Some("--web.telemetry-path")
                 }

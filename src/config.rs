@@ -23,6 +23,57 @@ pub struct Config {
     pub ingest: IngestConfig,
     pub sim: SimConfig,
     pub replay: ReplayConfig,
+    pub kubernetes: KubernetesConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// On when running in a pod (KUBERNETES_SERVICE_HOST is set).
+    Auto,
+    On,
+    Off,
+}
+
+/// Pod attribution: `namespace`, `pod`, `container` labels on per-process series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    pub attribution: Attribution,
+    /// This node's name; empty: the NODE_NAME environment variable.
+    pub node_name: String,
+    /// API server address; empty: the in-cluster service (KUBERNETES_SERVICE_HOST/PORT).
+    pub api_url: String,
+    /// Bearer token; default: the pod's service account token.
+    pub token_file: Option<PathBuf>,
+    /// CA of the API server; default: the pod's service account CA.
+    pub ca_file: Option<PathBuf>,
+    /// How often the node's pod list is fetched again.
+    #[serde(with = "humantime_serde")]
+    pub refresh: Duration,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            attribution: Attribution::Auto,
+            node_name: String::new(),
+            api_url: String::new(),
+            token_file: None,
+            ca_file: None,
+            refresh: Duration::from_secs(30),
+        }
+    }
+}
+
+impl KubernetesConfig {
+    pub fn enabled(&self) -> bool {
+        match self.attribution {
+            Attribution::On => true,
+            Attribution::Off => false,
+            Attribution::Auto => std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +81,9 @@ pub struct Config {
 pub struct WebConfig {
     pub listen_address: String,
     pub telemetry_path: String,
+    /// TLS and basic authentication for the web endpoints, in the Prometheus exporter-toolkit
+    /// format (docs/security.md). None: plain HTTP, no authentication.
+    pub config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,6 +242,7 @@ impl Default for Config {
             ingest: IngestConfig::default(),
             sim: SimConfig::default(),
             replay: ReplayConfig::default(),
+            kubernetes: KubernetesConfig::default(),
         }
     }
 }
@@ -197,6 +252,7 @@ impl Default for WebConfig {
         WebConfig {
             listen_address: ":10049".into(),
             telemetry_path: "/metrics".into(),
+            config_file: None,
         }
     }
 }
@@ -437,6 +493,11 @@ impl Config {
                 ),
             ));
         }
+        if let Some(p) = &self.web.config_file {
+            // Read and check it now, so that a bad file stops the start with the field named.
+            crate::exporter::webconfig::load(p)
+                .map_err(|e| err("web.config_file", format!("{}: {e}", p.display())))?;
+        }
         if self.nvml.deadline.is_zero() {
             return Err(err("nvml.deadline", "must be greater than 0"));
         }
@@ -561,6 +622,16 @@ impl Config {
                     ));
                 }
             }
+        }
+        if self.kubernetes.refresh < Duration::from_secs(1) {
+            return Err(err("kubernetes.refresh", "accepted: at least 1s"));
+        }
+        let api = &self.kubernetes.api_url;
+        if !(api.is_empty() || api.starts_with("https://") || api.starts_with("http://")) {
+            return Err(err(
+                "kubernetes.api_url",
+                "must start with https:// (or http:// for a local proxy)",
+            ));
         }
         if !(self.replay.speed.is_finite() && self.replay.speed > 0.0) {
             return Err(err("replay.speed", "accepted: a number greater than 0"));

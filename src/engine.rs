@@ -20,6 +20,8 @@ type ProcKey = (u32, String);
 
 /// Window over which allocator retries count as "recent".
 const RETRY_WINDOW: f64 = 60.0;
+/// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
+pub const MAX_PHASES_PER_PROCESS: usize = 64;
 
 struct GpuState {
     id: GpuIdentity,
@@ -326,7 +328,11 @@ impl Engine {
             }
             for e in &report.events {
                 match e.kind {
-                    EventKind::Phase => {
+                    // Each phase name is a label value: cap how many one process can add.
+                    EventKind::Phase
+                        if st.phase_entries.len() < MAX_PHASES_PER_PROCESS
+                            || st.phase_entries.contains_key(&e.name) =>
+                    {
                         *st.phase_entries.entry(e.name.clone()).or_insert(0) += 1;
                     }
                     EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
@@ -337,7 +343,12 @@ impl Engine {
             }
             if let Some(phase) = &report.phase {
                 st.phase = phase.clone();
-            } else if let Some(e) = report.events.iter().rev().find(|e| e.kind == EventKind::Phase) {
+            } else if let Some(e) = report
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.kind == EventKind::Phase)
+            {
                 st.phase = Some(e.name.clone());
             }
         }

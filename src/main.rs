@@ -17,12 +17,18 @@ fn main() -> ExitCode {
         print!("{}", cfg.to_yaml());
         return ExitCode::SUCCESS;
     }
+    // The report commands set up logging themselves (`top` keeps it off the screen).
+    let command = match commands::workflow::dispatch(&cfg, cli.command) {
+        std::ops::ControlFlow::Break(code) => return code,
+        std::ops::ControlFlow::Continue(other) => other,
+    };
     gpumem_exporter::init_logging(&cfg.log_level);
-    let result = match cli.command {
+    let result = match command {
         None | Some(Command::Serve) => commands::serve::run(cfg),
         Some(Command::Replay(args)) => {
             commands::replay::write_timeline(&cfg, &args.files, &args.output)
         }
+        Some(_) => unreachable!("the report commands are run by workflow::dispatch"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

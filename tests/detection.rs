@@ -8,7 +8,10 @@ use detection::Score;
 
 fn scores() -> Vec<Score> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces");
-    assert!(dir.exists(), "the shared traces must sit beside the repository");
+    assert!(
+        dir.exists(),
+        "the shared traces must sit beside the repository"
+    );
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_gpumem-exporter"));
     let mut all = vec![];
     for group in detection::groups(&dir) {
@@ -21,13 +24,24 @@ fn scores() -> Vec<Score> {
 #[test]
 fn detection_targets_hold_on_real_traces() {
     let all = scores();
-    let ours: Vec<&Score> = all.iter().filter(|s| s.detector == "gpumem-exporter").collect();
+    let ours: Vec<&Score> = all
+        .iter()
+        .filter(|s| s.detector == "gpumem-exporter")
+        .collect();
     assert!(!ours.is_empty());
     for s in &ours {
         // No false leak flag on any no-leak process (untraced neighbours included).
-        assert_eq!(s.false_flag_seconds, 0, "false leak flag: {} pid {}", s.trace, s.pid);
+        assert_eq!(
+            s.false_flag_seconds, 0,
+            "false leak flag: {} pid {}",
+            s.trace, s.pid
+        );
         // No risk ≥ high on calm GPUs.
-        assert_eq!(s.calm_high_seconds, 0, "risk ≥ high on a calm GPU: {}", s.trace);
+        assert_eq!(
+            s.calm_high_seconds, 0,
+            "risk ≥ high on a calm GPU: {}",
+            s.trace
+        );
     }
     for s in ours.iter().filter(|s| s.leaking) {
         let true_slope = s.true_slope_mib_per_min.unwrap();
@@ -61,10 +75,20 @@ fn detection_targets_hold_on_real_traces() {
         }
         // A lead time can only be seen when the trace reaches that moment before the failure.
         if s.trace_end >= fail - high {
-            assert!(s.high_lead.unwrap_or(0.0) >= high, "{}: risk ≥ high {:?} s before", s.trace, s.high_lead);
+            assert!(
+                s.high_lead.unwrap_or(0.0) >= high,
+                "{}: risk ≥ high {:?} s before",
+                s.trace,
+                s.high_lead
+            );
         }
         if s.trace_end >= fail - crit {
-            assert!(s.critical_lead.unwrap_or(0.0) >= crit, "{}: critical {:?} s before", s.trace, s.critical_lead);
+            assert!(
+                s.critical_lead.unwrap_or(0.0) >= crit,
+                "{}: critical {:?} s before",
+                s.trace,
+                s.critical_lead
+            );
         }
     }
 }

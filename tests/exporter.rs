@@ -22,7 +22,10 @@ fn serves_every_raw_gauge_for_several_gpus() {
     let e = Exporter::start(&[]);
     let m = e.metrics();
     for name in RAW_GAUGES {
-        assert!(family_names(&m).contains(name), "{name} missing from /metrics");
+        assert!(
+            family_names(&m).contains(name),
+            "{name} missing from /metrics"
+        );
     }
     let gpus = m
         .lines()
@@ -67,7 +70,10 @@ fn promtool_finds_nothing_to_complain_about() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && said.trim().is_empty(), "promtool: {said}");
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}"
+    );
 }
 
 #[test]
@@ -76,7 +82,10 @@ fn negotiates_openmetrics_and_serves_health_pages() {
     let c = reqwest::blocking::Client::new();
     let r = c
         .get(e.url("/metrics"))
-        .header("Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+        .header(
+            "Accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )
         .send()
         .unwrap();
     assert!(r.headers()["content-type"]
@@ -119,7 +128,13 @@ fn nvml_missing_exits_with_one_line_naming_the_simulator() {
         return;
     }
     let out = Command::new(BIN)
-        .args(["--source", "nvml", "--web.listen-address", "127.0.0.1:0", "--ingest.socket="])
+        .args([
+            "--source",
+            "nvml",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--ingest.socket=",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -131,15 +146,25 @@ fn nvml_missing_exits_with_one_line_naming_the_simulator() {
 
 #[test]
 fn bad_flags_and_config_name_the_field() {
-    let out = Command::new(BIN).args(["--sample-interval", "1ms"]).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["--sample-interval", "1ms"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--sample-interval") && err.contains("10ms..60s"), "{err}");
+    assert!(
+        err.contains("--sample-interval") && err.contains("10ms..60s"),
+        "{err}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, "analysis:\n  risk:\n    high_used_fraction: 2\n").unwrap();
-    let out = Command::new(BIN).arg("--config").arg(&cfg).output().unwrap();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("analysis.risk.high_used_fraction"), "{err}");
@@ -148,7 +173,13 @@ fn bad_flags_and_config_name_the_field() {
 #[test]
 fn print_config_shows_the_effective_config() {
     let out = Command::new(BIN)
-        .args(["--source", "sim", "--sample-interval", "250ms", "--print-config"])
+        .args([
+            "--source",
+            "sim",
+            "--sample-interval",
+            "250ms",
+            "--print-config",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -159,7 +190,12 @@ fn print_config_shows_the_effective_config() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("c.yaml");
     std::fs::write(&p, yaml.as_bytes()).unwrap();
-    let out = Command::new(BIN).arg("--config").arg(&p).arg("--print-config").output().unwrap();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&p)
+        .arg("--print-config")
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), yaml);
 }
 

@@ -36,7 +36,12 @@ fn a_report_shows_up_under_the_senders_real_pid() {
     let uuid = first_uuid(&e.metrics());
     let me = std::process::id();
     // The body claims pid 1: attribution must come from the kernel, not the body.
-    let (status, body) = post_unix(&e.socket, "/api/v1/report", "application/json", &report(&uuid, 1));
+    let (status, body) = post_unix(
+        &e.socket,
+        "/api/v1/report",
+        "application/json",
+        &report(&uuid, 1),
+    );
     assert_eq!(status, 202, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["pid"], me);
@@ -44,19 +49,39 @@ fn a_report_shows_up_under_the_senders_real_pid() {
     let m = e.metrics();
     let pid = me.to_string();
     let filter = [("pid", pid.as_str()), ("uuid", uuid.as_str())];
-    assert_eq!(sample_value(&m, "gpumem_process_allocated_bytes", &filter), Some(1e9));
-    assert_eq!(sample_value(&m, "gpumem_process_reserved_bytes", &filter), Some(3e9));
-    assert_eq!(sample_value(&m, "gpumem_process_alloc_retries_total", &filter), Some(2.0));
-    assert_eq!(sample_value(&m, "gpumem_process_largest_free_block_bytes", &filter), Some(1.5e9));
+    assert_eq!(
+        sample_value(&m, "gpumem_process_allocated_bytes", &filter),
+        Some(1e9)
+    );
+    assert_eq!(
+        sample_value(&m, "gpumem_process_reserved_bytes", &filter),
+        Some(3e9)
+    );
+    assert_eq!(
+        sample_value(&m, "gpumem_process_alloc_retries_total", &filter),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample_value(&m, "gpumem_process_largest_free_block_bytes", &filter),
+        Some(1.5e9)
+    );
     let frag = sample_value(&m, "gpumem_fragmentation_ratio", &filter).unwrap();
-    assert!((frag - 0.05).abs() < 1e-9, "split / free cached = 0.1 / 2.0, got {frag}");
-    assert!(m.contains(&format!("gpumem_process_phase_info{{gpu=\"0\",uuid=\"{uuid}\",pid=\"{pid}\"")));
+    assert!(
+        (frag - 0.05).abs() < 1e-9,
+        "split / free cached = 0.1 / 2.0, got {frag}"
+    );
+    assert!(m.contains(&format!(
+        "gpumem_process_phase_info{{gpu=\"0\",uuid=\"{uuid}\",pid=\"{pid}\""
+    )));
     assert!(m.contains("job=\"it-job\""));
     assert!(
         sample_value(&m, "gpumem_process_allocated_bytes", &[("pid", "1")]).is_none(),
         "pid 1 must not have gained series"
     );
-    assert_eq!(sample_value(&m, "gpumem_ingest_reports_total", &[]), Some(1.0));
+    assert_eq!(
+        sample_value(&m, "gpumem_ingest_reports_total", &[]),
+        Some(1.0)
+    );
 }
 
 #[test]
@@ -90,7 +115,8 @@ fn malformed_input_of_each_kind_gets_a_4xx_and_a_counter() {
         let (status, text) = post_unix(&e.socket, "/api/v1/report", ct, &body);
         assert_eq!(status, want, "{what}: {text}");
         if status != 413 || !text.is_empty() {
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{what}: {text}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|_| panic!("{what}: {text}"));
             assert_eq!(v["reason"], reason, "{what}");
             assert!(!v["error"].as_str().unwrap().is_empty());
         }
@@ -130,7 +156,12 @@ fn tcp_ingest_takes_the_pid_header_and_stays_on_loopback() {
     let uuid = first_uuid(&e.metrics());
     let c = reqwest::blocking::Client::new();
     let url = format!("http://{addr}/api/v1/report");
-    let r = c.post(&url).header("Content-Type", "application/json").body(report(&uuid, 0)).send().unwrap();
+    let r = c
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .body(report(&uuid, 0))
+        .send()
+        .unwrap();
     assert_eq!(r.status(), 400, "no pid header");
     let r = c
         .post(&url)
@@ -141,10 +172,21 @@ fn tcp_ingest_takes_the_pid_header_and_stays_on_loopback() {
         .unwrap();
     assert_eq!(r.status(), 202);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(sample_value(&e.metrics(), "gpumem_process_allocated_bytes", &[("pid", "4242")]).is_some());
+    assert!(sample_value(
+        &e.metrics(),
+        "gpumem_process_allocated_bytes",
+        &[("pid", "4242")]
+    )
+    .is_some());
 
     let out = std::process::Command::new(BIN)
-        .args(["--source", "sim", "--ingest.listen-address", "0.0.0.0:1", "--print-config"])
+        .args([
+            "--source",
+            "sim",
+            "--ingest.listen-address",
+            "0.0.0.0:1",
+            "--print-config",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

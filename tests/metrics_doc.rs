@@ -9,7 +9,8 @@ use gpumem_exporter::source::sim::{Scenario, SimSource};
 use gpumem_exporter::source::Source;
 
 fn documented() -> BTreeMap<String, String> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
     doc.lines()
         .filter(|l| l.starts_with("| `gpumem_"))
         .map(|l| {
@@ -58,8 +59,14 @@ fn documented_families_equal_served_families() {
     let real = served();
     let undocumented: Vec<_> = real.keys().filter(|k| !doc.contains_key(*k)).collect();
     let never_served: Vec<_> = doc.keys().filter(|k| !real.contains_key(*k)).collect();
-    assert!(undocumented.is_empty(), "served but not in docs/metrics.md: {undocumented:?}");
-    assert!(never_served.is_empty(), "in docs/metrics.md but never served: {never_served:?}");
+    assert!(
+        undocumented.is_empty(),
+        "served but not in docs/metrics.md: {undocumented:?}"
+    );
+    assert!(
+        never_served.is_empty(),
+        "in docs/metrics.md but never served: {never_served:?}"
+    );
     for (name, kind) in &real {
         assert_eq!(&doc[name], kind, "type of {name}");
     }

@@ -23,14 +23,30 @@ fn run_replay(files: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn values<'a>(line: &'a serde_json::Value, name: &'a str) -> impl Iterator<Item = &'a serde_json::Value> + 'a {
-    line["metrics"].as_array().unwrap().iter().filter(move |m| m["name"] == name)
+fn values<'a>(
+    line: &'a serde_json::Value,
+    name: &'a str,
+) -> impl Iterator<Item = &'a serde_json::Value> + 'a {
+    line["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(move |m| m["name"] == name)
 }
 
 #[test]
 fn one_line_per_second_of_trace_time_with_the_metrics_series() {
-    let lines = run_replay(&["d1-steady.jsonl", "d1-leak.jsonl", "d1-oom.jsonl", "d1-frag.jsonl"]);
-    assert!(lines.len() >= 119, "{} lines for 120 s of trace", lines.len());
+    let lines = run_replay(&[
+        "d1-steady.jsonl",
+        "d1-leak.jsonl",
+        "d1-oom.jsonl",
+        "d1-frag.jsonl",
+    ]);
+    assert!(
+        lines.len() >= 119,
+        "{} lines for 120 s of trace",
+        lines.len()
+    );
     for w in lines.windows(2) {
         assert_eq!(w[1]["t"].as_i64().unwrap(), w[0]["t"].as_i64().unwrap() + 1);
     }
@@ -73,7 +89,11 @@ fn replay_is_deterministic() {
 fn a_missing_or_broken_trace_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.jsonl");
-    std::fs::write(&bad, "{\"kind\":\"header\",\"pid\":1}\n{\"kind\":\"sample\",\"t\":\"x\"}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "{\"kind\":\"header\",\"pid\":1}\n{\"kind\":\"sample\",\"t\":\"x\"}\n",
+    )
+    .unwrap();
     let out = Command::new(BIN)
         .arg("replay")
         .arg(&bad)

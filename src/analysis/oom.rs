@@ -256,8 +256,13 @@ mod tests {
     /// ETA of a series at time `now`, with a capacity, fitted on 1-second floors.
     fn eta_at(s: &Series, now: f64, from: f64, capacity: f64) -> Option<Eta> {
         let tr = fit(&floor_points(s, from, now, 1.0));
-        let demand = tr.map(|t| t.floor_now + t.swing).unwrap_or(0.0);
-        eta(capacity, &[DemandPart { demand, trend: tr }], &params())
+        let need = tr.map(|t| t.floor_now + t.swing).unwrap_or(0.0);
+        let part = DemandPart {
+            need,
+            held: need,
+            trend: tr,
+        };
+        eta(capacity, &[part], &params())
     }
 
     #[test]
@@ -331,8 +336,16 @@ mod tests {
         };
         // The leaker needs 10 GiB at its peak and holds 12; the neighbour needs 5 and holds 20.
         let parts = [
-            DemandPart { need: 10.0 * gib, held: 12.0 * gib, trend: Some(tr) },
-            DemandPart { need: 5.0 * gib, held: 20.0 * gib, trend: None },
+            DemandPart {
+                need: 10.0 * gib,
+                held: 12.0 * gib,
+                trend: Some(tr),
+            },
+            DemandPart {
+                need: 5.0 * gib,
+                held: 20.0 * gib,
+                trend: None,
+            },
         ];
         let e = eta(40.0 * gib, &parts, &params()).unwrap();
         // The leaker fails first: 40 - 10 - 20 = 10 GiB of room at 0.1 GiB/s.

@@ -43,7 +43,14 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     pub ready: Arc<AtomicBool>,
     pub stop: Arc<AtomicBool>,
+    /// Source time of the last published snapshot.
+    last_publish: Arc<Mutex<Option<Time>>>,
 }
+
+/// Building a snapshot costs far more than folding a sample into the history (every process's
+/// view, cloned), so at fast sample rates it is published at most this often (source seconds).
+/// Scrapes see data at most this old; the history and analysis still see every sample.
+pub const PUBLISH_EVERY: f64 = 0.1;
 
 impl Shared {
     pub fn new(cfg: &Config, source_kind: &str) -> Self {
@@ -56,10 +63,11 @@ impl Shared {
             counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
+            last_publish: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// Take one sample and publish the new snapshot.
+    /// Take one sample; publish a new snapshot when the last is `PUBLISH_EVERY` old.
     pub fn step(&self, source: &mut dyn Source, t: Time) {
         let obs = source.sample(t);
         for g in &obs.gpus {
@@ -69,15 +77,26 @@ impl Shared {
         if obs.reinitialised {
             self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);
         }
+        let publish = {
+            let mut last = self.last_publish.lock().unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|l| obs.t - l >= PUBLISH_EVERY || obs.t < l);
+            if due {
+                *last = Some(obs.t);
+            }
+            due
+        };
         let snap = {
             let mut e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
             e.observe(&obs);
             self.counters
                 .tracked_processes
                 .store(e.tracked_processes() as u64, Ordering::Relaxed);
-            e.snapshot()
+            publish.then(|| e.snapshot())
         };
         self.counters.record_sample(obs.duration_seconds);
+        let Some(snap) = snap else {
+            return;
+        };
         self.snapshot.store(Arc::new(snap));
         self.ready.store(true, Ordering::Release);
     }
@@ -128,6 +147,17 @@ async fn shutdown_signal(stop: Arc<AtomicBool>) {
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let source = source::open(&cfg)?;
     let shared = Shared::new(&cfg, source.kind());
+    if cfg.kubernetes.enabled() {
+        let resolver =
+            crate::k8s::pods::KubeResolver::start(&cfg.kubernetes, cfg.nvml.proc_root.clone())
+                .map_err(|e| anyhow::anyhow!("kubernetes attribution: {e:#}"))?;
+        shared
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_pod_resolver(Box::new(resolver));
+        tracing::info!("pod attribution on");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -204,12 +234,31 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
     });
     tracing::info!(address = %addr, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
     let rx = stop_rx.clone();
-    tasks.spawn(async move {
-        axum::serve(listener, web)
-            .with_graceful_shutdown(wait_stop(rx))
-            .await
-            .map_err(anyhow::Error::from)
-    });
+    match &cfg.web.config_file {
+        // TLS and/or basic auth from the web config file (checked at start by validate).
+        Some(path) => {
+            let security = crate::exporter::webconfig::load(path)
+                .map_err(|e| anyhow::anyhow!("web.config_file: {}: {e}", path.display()))?;
+            tracing::info!(
+                tls = security.tls.is_some(),
+                basic_auth = security.auth.is_some(),
+                "web config loaded"
+            );
+            tasks.spawn(async move {
+                crate::exporter::webconfig::serve(listener, web, security, wait_stop(rx))
+                    .await
+                    .map_err(anyhow::Error::from)
+            });
+        }
+        None => {
+            tasks.spawn(async move {
+                axum::serve(listener, web)
+                    .with_graceful_shutdown(wait_stop(rx))
+                    .await
+                    .map_err(anyhow::Error::from)
+            });
+        }
+    }
 
     let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock);
     shutdown_signal(Arc::clone(&shared.stop)).await;

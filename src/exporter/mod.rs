@@ -3,3 +3,4 @@
 pub mod encode;
 pub mod families;
 pub mod http;
+pub mod webconfig;

@@ -4,7 +4,8 @@
 //! visible in its `/proc`. A process's cgroup path (`/proc/<pid>/cgroup`) names
 //! the pod UID and the container ID that the kubelet and the container runtime
 //! gave it; [`cgroup::parse_cgroup`] extracts them without talking to the API
-//! server. Turning a pod UID into `namespace`/`pod`/`container` names is a
-//! separate step (kubelet or API server lookup) that builds on [`cgroup::PodRef`].
+//! server. [`pods`] turns a pod UID into `namespace`/`pod`/`container` names from
+//! the node's pod list, fetched from the API server in the background.
 
 pub mod cgroup;
+pub mod pods;

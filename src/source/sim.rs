@@ -33,6 +33,9 @@ pub enum Scenario {
     Shared,
     /// Many small steady processes (load and scale tests).
     Processes,
+    /// Many small processes that come and go: each lives 20 s, then a new pid takes its place
+    /// (soak tests: series must appear and disappear without the exporter growing).
+    Churn,
     /// No processes at all.
     Idle,
 }
@@ -131,6 +134,24 @@ impl SimSource {
                     ..trainer(base_pid * 10 + i, 256.0 * MIB, 128.0 * MIB, 0.0)
                 })
                 .collect(),
+            Scenario::Churn => {
+                let n = g.processes.unwrap_or(8);
+                (0..n)
+                    .map(|i| {
+                        // Staggered lifetimes, so some process ends every 20/n s.
+                        let generation = ((e + 20.0 * i as f64 / n as f64) / 20.0).floor() as u32;
+                        SimProc {
+                            comm: "worker",
+                            ..trainer(
+                                base_pid * 10_000 + generation * n + i,
+                                256.0 * MIB,
+                                128.0 * MIB,
+                                0.0,
+                            )
+                        }
+                    })
+                    .collect()
+            }
             Scenario::Oom => {
                 let ramp = g.ramp_seconds.unwrap_or(150.0);
                 let period = ramp + RESTART_DELAY;
@@ -309,6 +330,29 @@ mod tests {
         // Same elapsed time, same state: a fresh source starts its clock at its first sample.
         assert_eq!(a[0].gpus, b[0].gpus);
         assert_eq!(b[10].gpus, sim(Scenario::Leak).sample_at_elapsed(10.0).gpus);
+    }
+
+    #[test]
+    fn churn_replaces_processes_with_new_pids() {
+        let mut s = SimSource::new(&SimConfig {
+            seed: 3,
+            gpus: vec![SimGpuConfig {
+                processes: Some(4),
+                ..SimGpuConfig::new(Scenario::Churn)
+            }],
+        });
+        let pids =
+            |o: &Observation| -> Vec<u32> { o.gpus[0].processes.iter().map(|p| p.pid).collect() };
+        let a = pids(&s.sample(0.0));
+        let b = pids(&s.sample(6.0));
+        let c = pids(&s.sample(41.0));
+        assert_eq!(a.len(), 4);
+        assert_eq!(
+            a.iter().filter(|p| b.contains(p)).count(),
+            3,
+            "one of four replaced after 6 s"
+        );
+        assert!(a.iter().all(|p| !c.contains(p)), "all replaced after 40 s");
     }
 
     #[test]

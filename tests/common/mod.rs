@@ -83,7 +83,10 @@ impl Exporter {
     }
 
     pub fn get(&self, path: &str) -> String {
-        reqwest::blocking::get(self.url(path)).unwrap().text().unwrap()
+        reqwest::blocking::get(self.url(path))
+            .unwrap()
+            .text()
+            .unwrap()
     }
 
     pub fn metrics(&self) -> String {
@@ -100,7 +103,8 @@ impl Drop for Exporter {
 
 /// One HTTP/1.1 POST over a Unix socket; returns (status, body).
 pub fn post_unix(socket: &Path, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
-    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("connect to the ingest socket");
+    let mut s =
+        std::os::unix::net::UnixStream::connect(socket).expect("connect to the ingest socket");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -127,8 +131,7 @@ pub fn sample_value(metrics: &str, name: &str, label_filter: &[(&str, &str)]) ->
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| {
-            l.starts_with(name)
-                && matches!(l.as_bytes().get(name.len()), Some(b'{') | Some(b' '))
+            l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b'{') | Some(b' '))
         })
         .find(|l| {
             label_filter

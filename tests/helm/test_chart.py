@@ -312,14 +312,38 @@ def test_lint_is_clean(chart: Path, values: dict[str, Any] | None, kube_version:
 
 def test_default_render_kinds(defaults: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in defaults)
-    assert kinds == ["ConfigMap", "DaemonSet", "Service", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+        "Service",
+        "ServiceAccount",
+    ]
     for doc in defaults:
-        assert doc["metadata"]["namespace"] == NAMESPACE
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] == NAMESPACE
         assert doc["metadata"]["name"] == FULLNAME
         labels = doc["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "gpumem-exporter"
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/version"] == "0.1.0"
+
+
+def test_pod_attribution_rbac(defaults: list[dict[str, Any]], chart: Path) -> None:
+    role = one(defaults, "ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    binding = one(defaults, "ClusterRoleBinding")
+    sa = one(defaults, "ServiceAccount")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
+    ]
+    off = manifests(chart, {"podAttribution": {"enabled": False}})
+    assert not [d for d in off if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    pod = one(off, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert "--kubernetes.attribution=off" in container(off)["args"]
 
 
 def test_daemonset_defaults(defaults: list[dict[str, Any]]) -> None:
@@ -332,7 +356,9 @@ def test_daemonset_defaults(defaults: list[dict[str, Any]]) -> None:
     assert "priorityClassName" not in pod
     assert "imagePullSecrets" not in pod
     assert pod["serviceAccountName"] == one(defaults, "ServiceAccount")["metadata"]["name"]
-    assert pod["automountServiceAccountToken"] is False
+    # Pod attribution (on by default) lists this node's pods with the service account token.
+    assert pod["automountServiceAccountToken"] is True
+    assert "--kubernetes.attribution=on" in c["args"]
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
 
     # Scheduled on GPU nodes, tolerating their taint.
@@ -351,6 +377,7 @@ def test_daemonset_defaults(defaults: list[dict[str, Any]]) -> None:
         "--ingest.socket=/run/gpumem/ingest.sock",
         "--config=/etc/gpumem-exporter/config.yaml",
         "--log.level=info",
+        "--kubernetes.attribution=on",
     ]
     env = env_of(c)
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
@@ -406,6 +433,8 @@ def test_config_map_carries_the_config(chart: Path, everything: list[dict[str, A
 def test_all_options_render(everything: list[dict[str, Any]]) -> None:
     kinds = sorted({d["kind"] for d in everything})
     assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
         "ConfigMap",
         "DaemonSet",
         "PrometheusRule",
@@ -430,14 +459,15 @@ def test_all_options_render(everything: list[dict[str, Any]]) -> None:
 
     assert c["image"] == "registry.example.com/ml/gpumem-exporter:0.1.0-rc1"
     # The chart's arguments first, the extra ones after, in order.
-    assert c["args"][:5] == [
+    assert c["args"][:6] == [
         "--source=nvml",
         "--web.listen-address=:10049",
         "--ingest.socket=/run/gpumem/ingest.sock",
         "--config=/etc/gpumem-exporter/config.yaml",
         "--log.level=debug",
+        "--kubernetes.attribution=on",
     ]
-    assert c["args"][5:] == ALL_OPTIONS["extraArgs"]
+    assert c["args"][6:] == ALL_OPTIONS["extraArgs"]
     assert env_of(c)["RUST_BACKTRACE"]["value"] == "1"
 
     svc = one(everything, "Service")

@@ -1,0 +1,276 @@
+//! `compare`: the difference between two profile reports (B against the baseline A): peaks and
+//! averages per GPU and in total, with the tags side by side.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::profile::{read_report, DeviceProfile, ProfileReport};
+use super::workflow::{self, round, GIB, SCHEMA_VERSION};
+use crate::cli::CompareArgs;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Delta {
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// b − a.
+    pub delta: Option<f64>,
+    /// (b − a) / a × 100.
+    pub delta_percent: Option<f64>,
+}
+
+impl Delta {
+    pub fn new(a: Option<f64>, b: Option<f64>) -> Self {
+        let delta = match (a, b) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let delta_percent = match (a, delta) {
+            (Some(a), Some(d)) if a != 0.0 => Some(round(d / a * 100.0, 2)),
+            _ => None,
+        };
+        Delta {
+            a,
+            b,
+            delta,
+            delta_percent,
+        }
+    }
+}
+
+/// The quantities compared, in table order: (key, label, unit: bytes or plain).
+const METRICS: [(&str, &str, bool); 8] = [
+    ("peak_used", "peak used (NVML)", true),
+    ("peak_allocated", "peak allocated", true),
+    ("peak_reserved", "peak reserved", true),
+    ("current_used", "used at end", true),
+    ("avg_utilization", "avg utilization %", false),
+    ("max_utilization", "max utilization %", false),
+    ("avg_fragmentation", "avg fragmentation", false),
+    ("max_fragmentation", "max fragmentation", false),
+];
+
+fn metric(d: &DeviceProfile, key: &str) -> Option<f64> {
+    match key {
+        "peak_used" => Some(d.peak_memory as f64),
+        "peak_allocated" => d.peak.allocated.map(|v| v as f64),
+        "peak_reserved" => d.peak.reserved.map(|v| v as f64),
+        "current_used" => Some(d.current_memory.used as f64),
+        "avg_utilization" => Some(d.statistics.avg_utilization),
+        "max_utilization" => Some(d.statistics.max_utilization),
+        "avg_fragmentation" => d.statistics.avg_fragmentation,
+        "max_fragmentation" => d.statistics.max_fragmentation,
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    pub file: String,
+    pub source: String,
+    pub generated_at: String,
+    pub duration: f64,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TagRow {
+    pub key: String,
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub generated_at: String,
+    pub a: Side,
+    pub b: Side,
+    pub tags: Vec<TagRow>,
+    /// Per GPU index: metric → delta.
+    pub devices: BTreeMap<String, BTreeMap<String, Delta>>,
+    /// Over all GPUs: byte peaks summed, utilization and fragmentation averaged.
+    pub totals: BTreeMap<String, Delta>,
+}
+
+fn side(file: &str, r: &ProfileReport) -> Side {
+    Side {
+        file: file.to_string(),
+        source: r.source.clone(),
+        generated_at: r.generated_at.clone(),
+        duration: r.duration,
+        tags: r.tags.clone(),
+    }
+}
+
+/// Sum (bytes) or mean (ratios) of a metric over a report's GPUs.
+fn total(r: &ProfileReport, key: &str, bytes: bool) -> Option<f64> {
+    let v: Vec<f64> = r.devices.values().filter_map(|d| metric(d, key)).collect();
+    if v.is_empty() {
+        return None;
+    }
+    let sum: f64 = v.iter().sum();
+    Some(if bytes { sum } else { sum / v.len() as f64 })
+}
+
+pub fn compare(a_file: &str, a: &ProfileReport, b_file: &str, b: &ProfileReport) -> Comparison {
+    let keys: BTreeSet<&String> = a.tags.keys().chain(b.tags.keys()).collect();
+    let tags = keys
+        .into_iter()
+        .map(|k| TagRow {
+            key: k.clone(),
+            a: a.tags.get(k).cloned(),
+            b: b.tags.get(k).cloned(),
+        })
+        .collect();
+    let indices: BTreeSet<&String> = a.devices.keys().chain(b.devices.keys()).collect();
+    let mut devices = BTreeMap::new();
+    for i in indices {
+        let (da, db) = (a.devices.get(i), b.devices.get(i));
+        let mut m = BTreeMap::new();
+        for (key, _, _) in METRICS {
+            let va = da.and_then(|d| metric(d, key));
+            let vb = db.and_then(|d| metric(d, key));
+            if va.is_some() || vb.is_some() {
+                m.insert(key.to_string(), Delta::new(va, vb));
+            }
+        }
+        devices.insert(i.clone(), m);
+    }
+    let mut totals = BTreeMap::new();
+    for (key, _, bytes) in METRICS {
+        let (va, vb) = (total(a, key, bytes), total(b, key, bytes));
+        if va.is_some() || vb.is_some() {
+            totals.insert(key.to_string(), Delta::new(va, vb));
+        }
+    }
+    Comparison {
+        schema_version: SCHEMA_VERSION,
+        kind: "compare",
+        generated_at: workflow::now_rfc3339(),
+        a: side(a_file, a),
+        b: side(b_file, b),
+        tags,
+        devices,
+        totals,
+    }
+}
+
+fn fmt(v: Option<f64>, bytes: bool) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if bytes => format!("{:.2} GiB", v / GIB),
+        Some(v) if v.abs() < 1.0 => format!("{v:.3}"),
+        Some(v) => format!("{v:.1}"),
+    }
+}
+
+fn fmt_delta(d: &Delta, bytes: bool) -> String {
+    match d.delta {
+        None => "-".into(),
+        Some(x) => {
+            let sign = if x > 0.0 { "+" } else { "" };
+            let body = if bytes {
+                format!("{sign}{:.2} GiB", x / GIB)
+            } else if x.abs() < 1.0 {
+                format!("{sign}{x:.3}")
+            } else {
+                format!("{sign}{x:.1}")
+            };
+            match d.delta_percent {
+                Some(p) => format!("{body} ({}{p:.1}%)", if p > 0.0 { "+" } else { "" }),
+                None => body,
+            }
+        }
+    }
+}
+
+pub fn print_table(c: &Comparison) {
+    println!("A: {} ({}, {:.1} s)", c.a.file, c.a.source, c.a.duration);
+    println!("B: {} ({}, {:.1} s)", c.b.file, c.b.source, c.b.duration);
+    if !c.tags.is_empty() {
+        println!();
+        println!("{:<24} {:<20} {:<20}", "tag", "A", "B");
+        for t in &c.tags {
+            let mark = if t.a != t.b { " *" } else { "" };
+            println!(
+                "{:<24} {:<20} {:<20}{mark}",
+                t.key,
+                t.a.as_deref().unwrap_or("-"),
+                t.b.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    let mut sections: Vec<(String, &BTreeMap<String, Delta>)> = Vec::new();
+    let mut idx: Vec<&String> = c.devices.keys().collect();
+    idx.sort_by_key(|k| k.parse::<u64>().unwrap_or(u64::MAX));
+    for i in idx {
+        sections.push((format!("GPU {i}"), &c.devices[i]));
+    }
+    sections.push(("total (all GPUs)".into(), &c.totals));
+    for (title, m) in sections {
+        println!();
+        println!("{:<22} {:>14} {:>14} {:>24}", title, "A", "B", "B - A");
+        for (key, label, bytes) in METRICS {
+            if let Some(d) = m.get(key) {
+                println!(
+                    "{:<22} {:>14} {:>14} {:>24}",
+                    label,
+                    fmt(d.a, bytes),
+                    fmt(d.b, bytes),
+                    fmt_delta(d, bytes)
+                );
+            }
+        }
+    }
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    for (p, name) in [(&args.a, "A.json"), (&args.b, "B.json")] {
+        if !p.is_file() {
+            return Err(workflow::usage(
+                name,
+                format!("{} is not a readable file", p.display()),
+            ));
+        }
+    }
+    if let Some(o) = &args.output {
+        workflow::check_writable(o, "--output")?;
+    }
+    let a = read_report(&args.a)?;
+    let b = read_report(&args.b)?;
+    let c = compare(
+        &args.a.display().to_string(),
+        &a,
+        &args.b.display().to_string(),
+        &b,
+    );
+    let json_on_stdout = args.json || args.output.as_deref().is_some_and(|o| o.as_os_str() == "-");
+    if json_on_stdout {
+        workflow::write_json(std::path::Path::new("-"), &c)?;
+    } else {
+        print_table(&c);
+    }
+    if let Some(o) = args.output.as_ref().filter(|o| o.as_os_str() != "-") {
+        workflow::write_json(o, &c)?;
+        eprintln!("comparison written to {}", o.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas() {
+        let d = Delta::new(Some(100.0), Some(150.0));
+        assert_eq!(d.delta, Some(50.0));
+        assert_eq!(d.delta_percent, Some(50.0));
+        let d = Delta::new(None, Some(1.0));
+        assert_eq!(d.delta, None);
+        assert_eq!(Delta::new(Some(0.0), Some(1.0)).delta_percent, None);
+    }
+}

@@ -1,0 +1,247 @@
+//! `sweep`: peak memory across profile reports of a parameter sweep, as a table (rows: the
+//! `--y` tag's values, columns: the `--x` tag's) and a heatmap.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::chart::{self, Heatmap};
+use super::profile::{read_report, ProfileReport};
+use super::workflow::{self, GIB, SCHEMA_VERSION};
+use crate::cli::SweepArgs;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub x: String,
+    pub y: String,
+    /// Peak bytes: the highest over the report's GPUs.
+    pub peak_bytes: u64,
+    /// GPU index where the peak was.
+    pub gpu: u32,
+    pub report: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub generated_at: String,
+    pub x: String,
+    pub y: String,
+    /// Which peak: used (NVML), allocated or reserved (allocator).
+    pub metric: String,
+    pub x_values: Vec<String>,
+    pub y_values: Vec<String>,
+    /// `matrix[row][col]`: peak bytes for y_values[row], x_values[col]; null where no report.
+    pub matrix: Vec<Vec<Option<u64>>>,
+    pub cells: Vec<Cell>,
+    /// Reports left out, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Numbers in numeric order, then everything else in text order.
+pub fn value_order(a: &str, b: &str) -> Ordering {
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x.total_cmp(&y),
+        (Ok(_), Err(_)) => Ordering::Less,
+        (Err(_), Ok(_)) => Ordering::Greater,
+        _ => a.cmp(b),
+    }
+}
+
+/// The report's peak for `metric` over its GPUs, with the GPU.
+pub fn peak(r: &ProfileReport, metric: &str) -> Option<(u64, u32)> {
+    r.devices
+        .values()
+        .filter_map(|d| {
+            let v = match metric {
+                "allocated" => d.peak.allocated,
+                "reserved" => d.peak.reserved,
+                _ => Some(d.peak_memory),
+            };
+            v.map(|v| (v, d.index))
+        })
+        .max_by_key(|(v, _)| *v)
+}
+
+pub fn build(reports: &[(String, ProfileReport)], x: &str, y: &str, metric: &str) -> SweepReport {
+    let mut skipped = Vec::new();
+    let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
+    for (file, r) in reports {
+        let (Some(xv), Some(yv)) = (r.tags.get(x), r.tags.get(y)) else {
+            skipped.push(format!("{file}: no tag `{x}` or `{y}`"));
+            continue;
+        };
+        let Some((v, gpu)) = peak(r, metric) else {
+            skipped.push(format!("{file}: no {metric} peak"));
+            continue;
+        };
+        let key = (xv.clone(), yv.clone());
+        match cells.get(&key) {
+            Some(c) if c.peak_bytes >= v => {
+                skipped.push(format!(
+                    "{file}: same {x}={xv}, {y}={yv} as {}; the higher peak is kept",
+                    c.report
+                ));
+            }
+            prev => {
+                if let Some(c) = prev {
+                    skipped.push(format!(
+                        "{}: same {x}={xv}, {y}={yv} as {file}; the higher peak is kept",
+                        c.report
+                    ));
+                }
+                cells.insert(
+                    key,
+                    Cell {
+                        x: xv.clone(),
+                        y: yv.clone(),
+                        peak_bytes: v,
+                        gpu,
+                        report: file.clone(),
+                    },
+                );
+            }
+        }
+    }
+    let mut xs: Vec<String> = cells.keys().map(|k| k.0.clone()).collect();
+    let mut ys: Vec<String> = cells.keys().map(|k| k.1.clone()).collect();
+    xs.sort_by(|a, b| value_order(a, b));
+    xs.dedup();
+    ys.sort_by(|a, b| value_order(a, b));
+    ys.dedup();
+    let matrix = ys
+        .iter()
+        .map(|yv| {
+            xs.iter()
+                .map(|xv| cells.get(&(xv.clone(), yv.clone())).map(|c| c.peak_bytes))
+                .collect()
+        })
+        .collect();
+    SweepReport {
+        schema_version: SCHEMA_VERSION,
+        kind: "sweep",
+        generated_at: workflow::now_rfc3339(),
+        x: x.into(),
+        y: y.into(),
+        metric: metric.into(),
+        x_values: xs,
+        y_values: ys,
+        matrix,
+        cells: cells.into_values().collect(),
+        skipped,
+    }
+}
+
+pub fn print_table(s: &SweepReport) {
+    println!(
+        "peak {} memory (GiB), rows {} x columns {}",
+        s.metric, s.y, s.x
+    );
+    let corner = format!("{} \\ {}", s.y, s.x);
+    let w0 = corner
+        .len()
+        .max(s.y_values.iter().map(|v| v.len()).max().unwrap_or(0));
+    let wc = s.x_values.iter().map(|v| v.len()).max().unwrap_or(0).max(8);
+    print!("{corner:<w0$}");
+    for xv in &s.x_values {
+        print!(" {xv:>wc$}");
+    }
+    println!();
+    for (yv, row) in s.y_values.iter().zip(&s.matrix) {
+        print!("{yv:<w0$}");
+        for v in row {
+            let cell = v
+                .map(|b| format!("{:.2}", b as f64 / GIB))
+                .unwrap_or_else(|| "-".into());
+            print!(" {cell:>wc$}");
+        }
+        println!();
+    }
+    for s in &s.skipped {
+        eprintln!("skipped {s}");
+    }
+}
+
+pub fn heatmap(s: &SweepReport) -> Heatmap {
+    Heatmap {
+        title: format!("peak {} memory: {} x {}", s.metric, s.y, s.x),
+        x_label: s.x.clone(),
+        y_label: s.y.clone(),
+        cols: s.x_values.clone(),
+        rows: s.y_values.clone(),
+        values: s
+            .matrix
+            .iter()
+            .map(|r| r.iter().map(|v| v.map(|b| b as f64 / GIB)).collect())
+            .collect(),
+        unit: "GiB".into(),
+    }
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    for p in &args.reports {
+        if !p.is_file() {
+            return Err(workflow::usage(
+                "REPORT.json",
+                format!("{} is not a readable file", p.display()),
+            ));
+        }
+    }
+    if args.x == args.y {
+        return Err(workflow::usage(
+            "--y",
+            format!("`{}` is also --x; sweep needs two different tags", args.y),
+        ));
+    }
+    if let Some(o) = &args.output {
+        workflow::check_writable(o, "--output")?;
+    }
+    let plots = args
+        .plot
+        .iter()
+        .map(|p| workflow::check_plot(p, "--plot").map(|k| (p.clone(), k)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut reports = Vec::new();
+    for p in &args.reports {
+        reports.push((p.display().to_string(), read_report(p)?));
+    }
+    let s = build(&reports, &args.x, &args.y, &args.metric);
+    if s.cells.is_empty() {
+        for k in &s.skipped {
+            eprintln!("skipped {k}");
+        }
+        anyhow::bail!(
+            "no report carries both tags `{}` and `{}` (profile --tag {}=... --tag {}=...)",
+            args.x,
+            args.y,
+            args.x,
+            args.y
+        );
+    }
+    if args.output.as_deref().is_none_or(|o| o.as_os_str() != "-") {
+        print_table(&s);
+    }
+    for (path, kind) in &plots {
+        chart::render_heatmap(path, *kind, &heatmap(&s))?;
+        eprintln!("heatmap written to {}", path.display());
+    }
+    if let Some(o) = &args.output {
+        workflow::write_json(o, &s)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_values_sort_as_numbers() {
+        let mut v = vec!["16", "8", "128", "x"];
+        v.sort_by(|a, b| value_order(a, b));
+        assert_eq!(v, ["8", "16", "128", "x"]);
+    }
+}
