@@ -37,7 +37,7 @@ fn served() -> BTreeMap<String, String> {
     let mut src = SimSource::new(&cfg.sim);
     let mut engine = Engine::new(&cfg, "sim");
     let counters = Counters::default();
-    counters.record_errors("0", &[]);
+    counters.record_errors(0, &[]);
     let mut out = BTreeMap::new();
     for i in 0..1800 {
         let obs = src.sample(i as f64 * 0.1);

@@ -126,6 +126,32 @@ mod tests {
         assert!((slope - leak).abs() / leak < 0.1, "{slope} vs {leak}");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Any flat floor under any sawtooth (amplitude, step period, phase) is never a leak.
+        #[test]
+        fn a_flat_sawtooth_is_never_a_leak(
+            floor in 1e8f64..5e10,
+            amp in 0.0f64..2e10,
+            period in 0.05f64..8.0,
+            phase in 0.0f64..1.0,
+        ) {
+            let p = params();
+            let mut s = Series::new(1.0, 1800.0);
+            let mut st = LeakState::default();
+            let mut t = 0.0;
+            while t < 300.0 {
+                let x = ((t / period + phase) % 1.0) * amp;
+                s.push(t, floor + x);
+                if (t * 10.0).round() as u64 % 10 == 0 {
+                    let e = estimate(&s, 0.0, t, &p);
+                    proptest::prop_assert!(!st.update(e.as_ref(), t, p.persistence), "flagged at t={}", t);
+                }
+                t += 0.1;
+            }
+        }
+    }
+
     #[test]
     fn a_leak_below_the_threshold_is_not_flagged() {
         let leak = 5.0 * 1048576.0 / 60.0;

@@ -49,7 +49,7 @@ pub fn run_timeline(
         }
         let obs = source.sample(t);
         for g in &obs.gpus {
-            counters.record_errors(&g.id.index.to_string(), &g.errors);
+            counters.record_errors(g.id.index, &g.errors);
         }
         engine.observe(&obs);
         counters.record_sample(0.0);

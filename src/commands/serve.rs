@@ -71,8 +71,7 @@ impl Shared {
     pub fn step(&self, source: &mut dyn Source, t: Time) {
         let obs = source.sample(t);
         for g in &obs.gpus {
-            self.counters
-                .record_errors(&g.id.index.to_string(), &g.errors);
+            self.counters.record_errors(g.id.index, &g.errors);
         }
         if obs.reinitialised {
             self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);

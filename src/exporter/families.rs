@@ -47,7 +47,7 @@ pub struct Counters {
     pub ingest_reports: AtomicU64,
     ingest_rejected: [AtomicU64; RejectReason::ALL.len()],
     pub tracked_processes: AtomicU64,
-    sample_errors: Mutex<BTreeMap<(String, ErrorKind), u64>>,
+    sample_errors: Mutex<BTreeMap<(u32, ErrorKind), u64>>,
 }
 
 impl Counters {
@@ -61,19 +61,22 @@ impl Counters {
         f64::from_bits(self.sample_duration_bits.load(Ordering::Relaxed))
     }
 
-    pub fn record_errors(&self, gpu: &str, kinds: &[ErrorKind]) {
+    /// Called for every GPU on every sample: no allocation once the GPU is known.
+    pub fn record_errors(&self, gpu: u32, kinds: &[ErrorKind]) {
         let mut m = self.sample_errors.lock().unwrap_or_else(|e| e.into_inner());
         // Every kind starts at 0 for every GPU so that rate() and increase() work from the
         // first error on.
-        for k in ErrorKind::ALL {
-            m.entry((gpu.to_string(), k)).or_insert(0);
+        if !m.contains_key(&(gpu, ErrorKind::Timeout)) {
+            for k in ErrorKind::ALL {
+                m.insert((gpu, k), 0);
+            }
         }
         for k in kinds {
-            *m.entry((gpu.to_string(), *k)).or_insert(0) += 1;
+            *m.entry((gpu, *k)).or_insert(0) += 1;
         }
     }
 
-    pub fn sample_errors(&self) -> BTreeMap<(String, ErrorKind), u64> {
+    pub fn sample_errors(&self) -> BTreeMap<(u32, ErrorKind), u64> {
         self.sample_errors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -554,7 +557,7 @@ pub fn families(s: &Snapshot, c: &Counters, version: &str) -> Vec<Family> {
     for ((gpu, kind), n) in c.sample_errors() {
         push(
             f,
-            vec![("gpu", gpu), ("kind", kind.as_str().into())],
+            vec![("gpu", gpu.to_string()), ("kind", kind.as_str().into())],
             n as f64,
         );
     }
