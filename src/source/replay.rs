@@ -122,11 +122,9 @@ pub struct Trace {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    // Not a `source` field: the message already carries it, and `{:#}` would print it twice.
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Parse {
         path: String,
@@ -201,7 +199,7 @@ pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError
 pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
         path: path.display().to_string(),
-        source: e,
+        error: e,
     })?;
     parse_trace(std::io::BufReader::new(f), &path.display().to_string())
 }
