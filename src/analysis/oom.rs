@@ -327,6 +327,7 @@ mod tests {
         let gib = (1u64 << 30) as f64;
         let tr = Trend {
             slope: 0.1 * gib,
+            slope_lower: 0.1 * gib,
             p_value: 0.0,
             span: 100.0,
             points: 100,

@@ -28,14 +28,9 @@ impl Line {
     }
 }
 
-/// Theil–Sen estimator: the median of all pairwise slopes, with the median-residual intercept.
-/// A sawtooth, a spike or a step at the edge moves it far less than least squares.
-pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
+fn pairwise_slopes(points: &[(f64, f64)]) -> Vec<f64> {
     let n = points.len();
-    if n < 2 {
-        return None;
-    }
-    let mut slopes = Vec::with_capacity(n * (n - 1) / 2);
+    let mut slopes = Vec::with_capacity(n * n.saturating_sub(1) / 2);
     for i in 0..n {
         for j in i + 1..n {
             let dt = points[j].0 - points[i].0;
@@ -44,6 +39,17 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
             }
         }
     }
+    slopes
+}
+
+/// Theil–Sen estimator: the median of all pairwise slopes, with the median-residual intercept.
+/// A sawtooth, a spike or a step at the edge moves it far less than least squares.
+pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
+    let n = points.len();
+    if n < 2 {
+        return None;
+    }
+    let mut slopes = pairwise_slopes(points);
     let slope = median(&mut slopes)?;
     let t_ref = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
     let mut residuals: Vec<f64> = points
@@ -56,6 +62,44 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
         intercept,
         t_ref,
     })
+}
+
+/// One-sided lower confidence bound of the Theil–Sen slope at level `1 − alpha`, from the
+/// order statistics of the pairwise slopes and the variance of Kendall's S (Sen 1968;
+/// Gilbert 1987, ch. 16). "The slope exceeds x with confidence" is then `bound > x`.
+pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
+    let n = points.len();
+    if n < 3 {
+        return None;
+    }
+    let mut slopes = pairwise_slopes(points);
+    if slopes.is_empty() {
+        return None;
+    }
+    slopes.sort_by(f64::total_cmp);
+    let nf = n as f64;
+    let var_s = nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0;
+    let c = normal_quantile(1.0 - alpha) * var_s.sqrt();
+    let m1 = (slopes.len() as f64 - c) / 2.0;
+    if m1 < 1.0 {
+        // Too few points for a bound at this level: nothing is certain.
+        return Some(f64::NEG_INFINITY);
+    }
+    Some(slopes[(m1.floor() as usize - 1).min(slopes.len() - 1)])
+}
+
+/// Inverse of the standard normal CDF, by bisection (it is called rarely, on small inputs).
+pub fn normal_quantile(p: f64) -> f64 {
+    let (mut lo, mut hi) = (-10.0, 10.0);
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if normal_cdf(mid) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
 }
 
 /// Mann–Kendall trend test. Returns the statistic S and the one-sided p-value for an
@@ -159,6 +203,30 @@ mod tests {
         let l = theil_sen(&pts).unwrap();
         assert!((l.slope - 2.0).abs() < 1e-9);
         assert!((l.at(0.0) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn quantile_inverts_the_cdf() {
+        assert!((normal_quantile(0.99) - 2.326_348).abs() < 1e-5);
+        assert!((normal_quantile(0.5)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sen_bound_is_below_the_slope_and_tightens_with_data() {
+        let noisy = |n: usize| -> Vec<(f64, f64)> {
+            (0..n)
+                .map(|i| {
+                    (
+                        i as f64,
+                        3.0 * i as f64 + if i % 2 == 0 { 5.0 } else { -5.0 },
+                    )
+                })
+                .collect()
+        };
+        let few = sen_slope_lower_bound(&noisy(8), 0.01).unwrap();
+        let many = sen_slope_lower_bound(&noisy(60), 0.01).unwrap();
+        assert!(few < many && many <= 3.0 + 1e-9, "{few} {many}");
+        assert!(many > 2.5);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! on raw samples (a least-squares slope over raw samples swings by ±200 MiB/min on a run
 //! without any leak).
 
-use super::stats::{mann_kendall_increasing, median, theil_sen};
+use super::stats::{mann_kendall_increasing, median, sen_slope_lower_bound, theil_sen};
 use crate::history::Series;
 use crate::model::Time;
 
@@ -60,6 +60,8 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
 pub struct Trend {
     /// Theil–Sen slope of the floor, bytes per second.
     pub slope: f64,
+    /// One-sided 99 % lower confidence bound of that slope.
+    pub slope_lower: f64,
     /// One-sided Mann–Kendall p-value for "the floor rises".
     pub p_value: f64,
     /// Seconds between the first and the last floor point.
@@ -90,6 +92,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
     let last_t = points[points.len() - 1].t;
     Some(Trend {
         slope: line.slope,
+        slope_lower: sen_slope_lower_bound(&xy, 0.01).unwrap_or(f64::NEG_INFINITY),
         p_value,
         span: last_t - points[0].t,
         points: points.len(),

@@ -402,6 +402,7 @@ mod tests {
     fn confidence_follows_the_evidence() {
         let t = |p: f64, n: usize, slope: f64| Trend {
             slope,
+            slope_lower: slope,
             p_value: p,
             span: 60.0,
             points: n,

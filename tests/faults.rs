@@ -1,0 +1,861 @@
+//! Reproducible faults. (a) Through the library, with a scripted NVML backend: a GPU lost
+//! mid-run, a call that hangs past its deadline, NVML failing at start, a driver reload, a
+//! process that exits between being listed and being read. (b) The real binary's ingest under
+//! a flood of valid, invalid and forged-pid reports. (c) SIGTERM during scrapes and ingest.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{free_port, sample_value, BIN};
+use gpumem_exporter::commands::serve::Shared;
+use gpumem_exporter::config::{Config, NvmlConfig};
+use gpumem_exporter::exporter::{encode, families::families};
+use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
+use gpumem_exporter::source::device::{Backend, DeviceSource};
+
+// ---------------------------------------------------------------------------------------------
+// (a) Scripted NVML faults through DeviceSource and the engine.
+
+const GIB: u64 = 1 << 30;
+
+/// A backend whose GPUs can be lost, hung, driver-failed and whose processes come and go.
+#[derive(Default)]
+struct Script {
+    count: u32,
+    /// `init` fails (no driver at start).
+    no_nvml: AtomicBool,
+    /// Every call fails with a driver error (a driver reload in progress).
+    driver_gone: AtomicBool,
+    /// The driver came back, but handles from before the reload stay invalid until `init`.
+    stale_handles: AtomicBool,
+    lost: Mutex<HashSet<u32>>,
+    /// `memory` blocks while its GPU is in here (at most 10 s).
+    hung: Mutex<HashSet<u32>>,
+    /// (pid, used) per GPU.
+    procs: Mutex<HashMap<u32, Vec<(u32, u64)>>>,
+    /// The process list of a GPU fails with this kind.
+    procs_fail: Mutex<HashMap<u32, ErrorKind>>,
+    inits: AtomicU32,
+}
+
+struct Scripted(Arc<Script>);
+
+impl Backend for Scripted {
+    fn init(&self) -> Result<u32, ErrorKind> {
+        self.0.inits.fetch_add(1, Ordering::SeqCst);
+        if self.0.no_nvml.load(Ordering::SeqCst) || self.0.driver_gone.load(Ordering::SeqCst) {
+            return Err(ErrorKind::Driver);
+        }
+        self.0.stale_handles.store(false, Ordering::SeqCst);
+        Ok(self.0.count)
+    }
+    fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind> {
+        Ok(GpuIdentity {
+            index,
+            uuid: format!("GPU-fault-{index}"),
+            name: "Scripted GPU".into(),
+            pci_bus_id: format!("00000000:{index:02X}:00.0"),
+        })
+    }
+    fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.0.hung.lock().unwrap().contains(&index) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.0.driver_gone.load(Ordering::SeqCst) || self.0.stale_handles.load(Ordering::SeqCst)
+        {
+            return Err(ErrorKind::Driver);
+        }
+        if self.0.lost.lock().unwrap().contains(&index) {
+            return Err(ErrorKind::GpuLost);
+        }
+        let used = (index as u64 + 1) * GIB;
+        Ok(DeviceMemory {
+            total: 80 * GIB,
+            reserved: GIB / 2,
+            used,
+            free: 80 * GIB - GIB / 2 - used,
+        })
+    }
+    fn processes(&self, index: u32) -> Result<Vec<(u32, u64)>, ErrorKind> {
+        if self.0.driver_gone.load(Ordering::SeqCst) {
+            return Err(ErrorKind::Driver);
+        }
+        if let Some(k) = self.0.procs_fail.lock().unwrap().get(&index) {
+            return Err(*k);
+        }
+        Ok(self
+            .0
+            .procs
+            .lock()
+            .unwrap()
+            .get(&index)
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+struct Rig {
+    script: Arc<Script>,
+    source: DeviceSource<Scripted>,
+    shared: Shared,
+    t: f64,
+    _proc_root: tempfile::TempDir,
+}
+
+fn nvml_config(deadline_ms: u64, proc_root: &Path) -> NvmlConfig {
+    NvmlConfig {
+        deadline: Duration::from_millis(deadline_ms),
+        read_comm: true,
+        proc_root: proc_root.to_path_buf(),
+    }
+}
+
+impl Rig {
+    fn new(count: u32, deadline_ms: u64) -> Rig {
+        let script = Arc::new(Script {
+            count,
+            ..Default::default()
+        });
+        let proc_root = tempfile::tempdir().unwrap();
+        let cfg = Config {
+            nvml: nvml_config(deadline_ms, proc_root.path()),
+            ..Config::default()
+        };
+        let source = DeviceSource::new(Scripted(Arc::clone(&script)), &cfg.nvml).unwrap();
+        let shared = Shared::new(&cfg, "nvml");
+        Rig {
+            script,
+            source,
+            shared,
+            t: 1_700_000_000.0,
+            _proc_root: proc_root,
+        }
+    }
+
+    /// Take one sample one second after the last; return the metrics text.
+    fn step(&mut self) -> String {
+        self.t += 1.0;
+        self.shared.step(&mut self.source, self.t);
+        self.metrics()
+    }
+
+    fn metrics(&self) -> String {
+        let snap = self.shared.snapshot.load_full();
+        encode::text(&families(&snap, &self.shared.counters, "test"))
+    }
+
+    fn set_comm(&self, pid: u32, comm: Option<&str>) {
+        let dir = self._proc_root.path().join(pid.to_string());
+        match comm {
+            Some(c) => {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("comm"), format!("{c}\n")).unwrap();
+            }
+            None => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+}
+
+fn up(m: &str, gpu: u32) -> Option<f64> {
+    sample_value(m, "gpumem_device_up", &[("gpu", &gpu.to_string())])
+}
+
+fn used(m: &str, gpu: u32) -> Option<f64> {
+    sample_value(m, "gpumem_used_bytes", &[("gpu", &gpu.to_string())])
+}
+
+fn errors(m: &str, gpu: u32, kind: &str) -> f64 {
+    sample_value(
+        m,
+        "gpumem_exporter_sample_errors_total",
+        &[("gpu", &gpu.to_string()), ("kind", kind)],
+    )
+    .unwrap_or(0.0)
+}
+
+fn process_lines(m: &str, pid: u32) -> Vec<&str> {
+    let needle = format!("pid=\"{pid}\"");
+    m.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(&needle))
+        .collect()
+}
+
+#[test]
+fn a_gpu_lost_mid_run_goes_down_and_the_others_keep_their_values() {
+    let mut rig = Rig::new(3, 500);
+    let m = rig.step();
+    for g in 0..3 {
+        assert_eq!(up(&m, g), Some(1.0), "{m}");
+    }
+    let before: Vec<_> = (0..3).map(|g| used(&m, g)).collect();
+    assert_eq!(before[2], Some(3.0 * GIB as f64));
+
+    rig.script.lost.lock().unwrap().insert(1);
+    let m = rig.step();
+    assert_eq!(up(&m, 1), Some(0.0));
+    assert_eq!(errors(&m, 1, "gpu_lost"), 1.0);
+    assert_eq!(up(&m, 0), Some(1.0));
+    assert_eq!(up(&m, 2), Some(1.0));
+    assert_eq!(used(&m, 0), before[0]);
+    assert_eq!(used(&m, 2), before[2]);
+    let m = rig.step();
+    assert_eq!(errors(&m, 1, "gpu_lost"), 2.0, "counted every sample");
+    assert_eq!(errors(&m, 0, "gpu_lost"), 0.0);
+    // A lost GPU is not a driver failure: no reinitialisation for it.
+    assert_eq!(
+        sample_value(&m, "gpumem_exporter_nvml_reinit_total", &[]),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn a_hung_call_times_out_the_others_go_on_and_it_recovers() {
+    let mut rig = Rig::new(3, 100);
+    rig.step();
+    rig.script.hung.lock().unwrap().insert(2);
+    let started = Instant::now();
+    let m = rig.step();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the sample waited for the hung GPU: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(up(&m, 2), Some(0.0));
+    assert_eq!(errors(&m, 2, "timeout"), 1.0);
+    assert_eq!(up(&m, 0), Some(1.0));
+    assert_eq!(up(&m, 1), Some(1.0));
+    // Still hung: reported down at once, without waiting again.
+    let started = Instant::now();
+    let m = rig.step();
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(up(&m, 2), Some(0.0));
+    assert_eq!(errors(&m, 2, "timeout"), 2.0);
+    assert_eq!(up(&m, 1), Some(1.0));
+
+    rig.script.hung.lock().unwrap().clear();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let m = rig.step();
+        if up(&m, 2) == Some(1.0) {
+            assert_eq!(used(&m, 2), Some(3.0 * GIB as f64));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the GPU did not come back: {m}");
+    }
+}
+
+#[test]
+fn nvml_failing_at_start_is_an_error_not_a_panic() {
+    let script = Arc::new(Script {
+        count: 2,
+        no_nvml: AtomicBool::new(true),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let r = DeviceSource::new(Scripted(Arc::clone(&script)), &nvml_config(100, dir.path()));
+    let e = r.err().expect("no NVML: DeviceSource::new fails");
+    assert!(e.to_string().contains("NVML"), "{e}");
+}
+
+#[test]
+fn a_driver_reload_fails_everything_then_reinitialises() {
+    let mut rig = Rig::new(2, 200);
+    rig.script
+        .procs
+        .lock()
+        .unwrap()
+        .insert(0, vec![(4242, GIB)]);
+    let m = rig.step();
+    assert_eq!(up(&m, 0), Some(1.0));
+    let inits = rig.script.inits.load(Ordering::SeqCst);
+
+    rig.script.driver_gone.store(true, Ordering::SeqCst);
+    rig.script.stale_handles.store(true, Ordering::SeqCst);
+    for n in 1..=3 {
+        let m = rig.step();
+        assert_eq!(up(&m, 0), Some(0.0));
+        assert_eq!(up(&m, 1), Some(0.0));
+        assert_eq!(errors(&m, 0, "driver"), n as f64);
+        assert_eq!(
+            sample_value(&m, "gpumem_exporter_nvml_reinit_total", &[]),
+            Some(0.0),
+            "init keeps failing while the driver is away"
+        );
+    }
+    assert!(
+        rig.script.inits.load(Ordering::SeqCst) > inits,
+        "init was retried"
+    );
+
+    // The driver is back; the old handles fail until NVML is initialised again, which the
+    // sample that sees every GPU fail does.
+    rig.script.driver_gone.store(false, Ordering::SeqCst);
+    let m = rig.step();
+    assert_eq!(up(&m, 0), Some(0.0));
+    assert_eq!(
+        sample_value(&m, "gpumem_exporter_nvml_reinit_total", &[]),
+        Some(1.0)
+    );
+    let m = rig.step();
+    assert_eq!(up(&m, 0), Some(1.0), "{m}");
+    assert_eq!(up(&m, 1), Some(1.0));
+    assert!(sample_value(&m, "gpumem_exporter_nvml_reinit_total", &[]).unwrap() >= 1.0);
+    assert!(!process_lines(&m, 4242).is_empty(), "processes are back");
+}
+
+#[test]
+fn a_process_that_exits_between_list_and_read_just_disappears() {
+    let mut rig = Rig::new(2, 200);
+    rig.set_comm(4242, Some("trainer"));
+    rig.set_comm(4343, Some("other"));
+    rig.script
+        .procs
+        .lock()
+        .unwrap()
+        .insert(0, vec![(4242, 3 * GIB), (4343, GIB)]);
+    let m = rig.step();
+    let lines = process_lines(&m, 4242);
+    assert!(!lines.is_empty(), "{m}");
+    assert!(
+        m.contains("trainer"),
+        "the comm label comes from the proc root: {m}"
+    );
+
+    // Listed, but gone before its name could be read: no name, no panic, still counted.
+    rig.set_comm(4242, None);
+    rig.set_comm(4444, None);
+    rig.script
+        .procs
+        .lock()
+        .unwrap()
+        .insert(0, vec![(4242, 3 * GIB), (4343, GIB), (4444, GIB)]);
+    let m = rig.step();
+    assert!(!process_lines(&m, 4444).is_empty(), "{m}");
+
+    // The process list itself fails because a process went away mid-query: the GPU stays up.
+    rig.script
+        .procs_fail
+        .lock()
+        .unwrap()
+        .insert(0, ErrorKind::ProcessGone);
+    let m = rig.step();
+    assert_eq!(up(&m, 0), Some(1.0));
+    assert_eq!(errors(&m, 0, "process_gone"), 1.0);
+    rig.script.procs_fail.lock().unwrap().clear();
+
+    // Then 4242 and 4444 are no longer listed: their NVML series go at once, 4343 stays.
+    rig.script
+        .procs
+        .lock()
+        .unwrap()
+        .insert(0, vec![(4343, GIB)]);
+    let m = rig.step();
+    let used_of = |m: &str, pid: u32| {
+        sample_value(m, "gpumem_process_used_bytes", &[("pid", &pid.to_string())])
+    };
+    assert_eq!(used_of(&m, 4242), None, "{m}");
+    assert_eq!(used_of(&m, 4444), None, "{m}");
+    assert_eq!(used_of(&m, 4343), Some(GIB as f64));
+    // And after history.expire_after they are forgotten altogether.
+    rig.t += 60.0;
+    let m = rig.step();
+    assert!(process_lines(&m, 4242).is_empty(), "{m}");
+    assert!(process_lines(&m, 4444).is_empty(), "{m}");
+    assert_eq!(
+        sample_value(&m, "gpumem_exporter_tracked_processes", &[]),
+        Some(1.0)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the real binary.
+
+struct Exporter {
+    child: Child,
+    port: u16,
+    ingest_port: u16,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let cfg = dir.path().join("config.yml");
+    std::fs::write(&cfg, config_yaml).unwrap();
+    let port = free_port();
+    let ingest_port = free_port();
+    let child = Command::new(BIN)
+        .args(["--source", "sim"])
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--web.listen-address")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--ingest.listen-address")
+        .arg(format!("127.0.0.1:{ingest_port}"))
+        .arg("--ingest.socket")
+        .arg(&socket)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the exporter");
+    let e = Exporter {
+        child,
+        port,
+        ingest_port,
+        socket,
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((200, _)) = http_get(port, "/-/ready", Duration::from_secs(2)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the exporter did not get ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    e
+}
+
+/// Read one HTTP/1.1 response (Content-Length framed) from a keep-alive connection.
+fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut status = 0;
+    let mut len = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let l = line.trim_end();
+        if status == 0 {
+            status = l
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+        } else if l.is_empty() {
+            break;
+        } else if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    Ok((status, body))
+}
+
+fn http_get(port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, Vec<u8>)> {
+    let s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    (&s).write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    read_response(&mut BufReader::new(&s))
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "did not stop within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const VALID: &str = r#"{"version":1,"identity":{"job":"flood"},"devices":[{"uuid":"GPU-flood","allocated_bytes":1048576,"reserved_bytes":2097152}]}"#;
+
+// ---------------------------------------------------------------------------------------------
+// (b) Flood.
+
+/// Distinct fake pids the flood cycles through.
+const FAKE_PIDS: u32 = 100_000;
+/// The flood stops here even if not every pid was sent.
+const FLOOD_LIMIT: Duration = Duration::from_secs(45);
+const MAX_PROCESSES: u64 = 256;
+/// Resident memory allowed after the flood. A debug-built exporter on the simulator needs
+/// about 15 MiB; a full history of 256 processes adds a few MiB (one bucket per second per
+/// process, a few hundred bytes each, and these processes reported once). The bound leaves
+/// room for allocator slack but catches anything that grows with the number of pids or
+/// requests seen (100 000 pids × even 1 KiB each would be ~100 MiB).
+const RSS_LIMIT_KIB: u64 = 64 * 1024;
+
+#[test]
+fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
+    let ex = start_exporter(
+        &format!("history:\n  max_processes: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
+        &[],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let next_pid = Arc::new(AtomicU32::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+
+    // Scrapes all through the flood: every one must succeed within 2 s.
+    let scraper = {
+        let stop = Arc::clone(&stop);
+        let port = ex.port;
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            let mut worst = Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let (status, body) = http_get(port, "/metrics", Duration::from_secs(2))
+                    .unwrap_or_else(|e| panic!("scrape {n} failed during the flood: {e}"));
+                let took = t.elapsed();
+                assert_eq!(status, 200);
+                assert!(took < Duration::from_secs(2), "scrape {n} took {took:?}");
+                assert!(String::from_utf8_lossy(&body).contains("gpumem_ingest_rejected_total"));
+                worst = worst.max(took);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            (n, worst)
+        })
+    };
+
+    // TCP senders: keep-alive connections; pids from the header cycle through FAKE_PIDS values.
+    let senders: Vec<_> = (0..3)
+        .map(|w| {
+            let (stop, next_pid, sent) = (Arc::clone(&stop), Arc::clone(&next_pid), Arc::clone(&sent));
+            let port = ex.ingest_port;
+            std::thread::spawn(move || {
+                let mut statuses: HashMap<u16, u64> = HashMap::new();
+                let connect = || {
+                    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                    s.set_nodelay(true).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    (s.try_clone().unwrap(), BufReader::new(s))
+                };
+                let (mut out, mut input) = connect();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < FLOOD_LIMIT {
+                    let n = next_pid.fetch_add(1, Ordering::Relaxed);
+                    if n >= FAKE_PIDS {
+                        break;
+                    }
+                    let pid = 1_000_000 + n;
+                    i += 1;
+                    let (body, ct, pid_header): (&str, &str, String) = match (i + w) % 10 {
+                        0 => ("{\"version\":1,\"devices\":[{\"uuid\":", "application/json", pid.to_string()),
+                        1 => (VALID, "text/plain", pid.to_string()),
+                        2 => (VALID, "application/json", "not-a-pid".into()),
+                        3 => ("{\"version\":7,\"devices\":[]}", "application/json", pid.to_string()),
+                        _ => (VALID, "application/json", pid.to_string()),
+                    };
+                    let req = format!(
+                        "POST /api/v1/report HTTP/1.1\r\nHost: localhost\r\nContent-Type: {ct}\r\nX-Gpumem-Pid: {pid_header}\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let answer = out
+                        .write_all(req.as_bytes())
+                        .and_then(|_| read_response(&mut input));
+                    match answer {
+                        Ok((status, _)) => *statuses.entry(status).or_default() += 1,
+                        Err(e) => panic!("ingest request {i} failed: {e}"),
+                    }
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                statuses
+            })
+        })
+        .collect();
+
+    // And the Unix socket: this process's own pid, valid and invalid bodies.
+    let unix = {
+        let (stop, socket) = (Arc::clone(&stop), ex.socket.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) && n < 2000 {
+                let body: &[u8] = if n % 2 == 0 {
+                    VALID.as_bytes()
+                } else {
+                    b"\x00\xff garbage"
+                };
+                let (status, _) =
+                    common::post_unix(&socket, "/api/v1/report", "application/json", body);
+                assert!(
+                    status == 202 || status == 400,
+                    "unix ingest answered {status}"
+                );
+                n += 1;
+            }
+            n
+        })
+    };
+
+    let mut statuses: HashMap<u16, u64> = HashMap::new();
+    for s in senders {
+        for (k, v) in s.join().expect("a sender failed") {
+            *statuses.entry(k).or_default() += v;
+        }
+    }
+    let flood_took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let unix_sent = unix.join().expect("the unix sender failed");
+    let (scrapes, worst) = scraper.join().expect("a scrape failed during the flood");
+    let total = sent.load(Ordering::Relaxed);
+    eprintln!(
+        "flood: {total} TCP reports in {flood_took:?} ({:.0}/s), {unix_sent} over the socket, statuses {statuses:?}; {scrapes} scrapes, slowest {worst:?}",
+        total as f64 / flood_took.as_secs_f64()
+    );
+    assert!(flood_took < Duration::from_secs(60));
+    assert!(scrapes >= 5, "too few scrapes: {scrapes}");
+    assert!(
+        total >= 20_000,
+        "the flood was too slow to mean anything: {total} reports"
+    );
+
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+    let m = String::from_utf8_lossy(&body);
+    let tracked = sample_value(&m, "gpumem_exporter_tracked_processes", &[]).unwrap();
+    assert!(tracked <= MAX_PROCESSES as f64, "tracked {tracked}");
+    let rejected = |reason: &str| {
+        sample_value(&m, "gpumem_ingest_rejected_total", &[("reason", reason)]).unwrap()
+    };
+    let too_many = rejected("too_many_processes");
+    assert!(too_many > 0.0 && too_many as u64 == statuses[&429], "{m}");
+    assert!(rejected("malformed") > 0.0);
+    assert!(rejected("content_type") > 0.0);
+    assert!(rejected("unsupported_version") > 0.0);
+    let accepted = sample_value(&m, "gpumem_ingest_reports_total", &[]).unwrap();
+    assert!(
+        accepted >= MAX_PROCESSES as f64 - 1.0,
+        "accepted {accepted}"
+    );
+
+    let rss = vm_rss_kib(ex.child.id());
+    eprintln!("flood: exporter VmRSS {rss} KiB after the flood");
+    assert!(rss < RSS_LIMIT_KIB, "RSS {rss} KiB after the flood");
+}
+
+#[test]
+fn one_process_cannot_mint_unbounded_phase_labels() {
+    let ex = start_exporter(
+        "sim:\n  gpus:\n    - scenario: idle\n",
+        &["--sample-interval", "100ms"],
+    );
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+    let m = String::from_utf8_lossy(&body);
+    let uuid = m
+        .lines()
+        .find(|l| l.starts_with("gpumem_gpu_info{"))
+        .and_then(|l| l.split("uuid=\"").nth(1))
+        .and_then(|r| r.split('"').next())
+        .expect("the simulated GPU's uuid")
+        .to_string();
+    for r in 0..8 {
+        let events: Vec<String> = (0..256)
+            .map(|i| format!(r#"{{"kind":"phase","name":"phase-{r}-{i}"}}"#))
+            .collect();
+        let body = format!(
+            r#"{{"version":1,"devices":[{{"uuid":"{uuid}","allocated_bytes":1,"reserved_bytes":2}}],"events":[{}]}}"#,
+            events.join(",")
+        );
+        let (status, answer) = common::post_unix(
+            &ex.socket,
+            "/api/v1/report",
+            "application/json",
+            body.as_bytes(),
+        );
+        assert_eq!(status, 202, "{answer}");
+    }
+    // The next sample publishes what the reports changed.
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+    let m = String::from_utf8_lossy(&body);
+    let series = m
+        .lines()
+        .filter(|l| l.starts_with("gpumem_process_phase_entries_total{"))
+        .count();
+    // 2048 distinct names sent; the first 64 are counted, the rest ignored.
+    assert_eq!(
+        series,
+        gpumem_exporter::engine::MAX_PHASES_PER_PROCESS,
+        "phase series from one process"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) SIGTERM during scrapes and ingest.
+
+/// What a scrape that raced with shutdown got.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Complete,
+    NoResponse,
+}
+
+/// A scrape with the whole response read: complete (the Content-Length matches and the body
+/// ends with the last family) or no response at all. Anything else fails the test.
+fn scrape_outcome(port: u16, read_delay: Duration) -> Outcome {
+    let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return Outcome::NoResponse;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    if (&s)
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return Outcome::NoResponse;
+    }
+    std::thread::sleep(read_delay);
+    let mut raw = Vec::new();
+    let _ = (&s).read_to_end(&mut raw);
+    if raw.is_empty() {
+        return Outcome::NoResponse;
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("a truncated head: {text:?}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        })
+        .map(|(_, v)| v.trim().parse().unwrap())
+        .expect("a Content-Length");
+    assert_eq!(body.len(), len, "a truncated body");
+    let last = body.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("gpumem_ingest_rejected_total"),
+        "the body does not end with the last family: {last:?}"
+    );
+    Outcome::Complete
+}
+
+#[test]
+fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
+    // Many simulated processes make a body of megabytes: larger than the socket buffers, so a
+    // client that reads slowly keeps the response in flight while the signal arrives.
+    let ex = start_exporter(
+        "history:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
+        &["--sample-interval", "1s"],
+    );
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(10)).unwrap();
+    eprintln!("sigterm: metrics body {} bytes", body.len());
+    assert!(
+        body.len() > 1 << 20,
+        "the body should be large: {}",
+        body.len()
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // A slow reader: request sent, response held up in the socket when SIGTERM arrives.
+    let slow = {
+        let port = ex.port;
+        std::thread::spawn(move || scrape_outcome(port, Duration::from_millis(1500)))
+    };
+    // Scrapes in a loop, racing with the shutdown.
+    let scrapers: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, port) = (Arc::clone(&stop), ex.port);
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let o = scrape_outcome(port, Duration::ZERO);
+                    let none = o == Outcome::NoResponse;
+                    seen.push(o);
+                    if none {
+                        break; // the listener is closed
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    // Reports on the socket and over TCP, racing with the shutdown too.
+    let ingest: Vec<_> = (0..2)
+        .map(|w| {
+            let (stop, socket, port) = (Arc::clone(&stop), ex.socket.clone(), ex.ingest_port);
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if w == 0 {
+                        if std::os::unix::net::UnixStream::connect(&socket).is_err() {
+                            break;
+                        }
+                        let (status, _) =
+                            common::post_unix(&socket, "/api/v1/report", "application/json", VALID.as_bytes());
+                        assert!(status == 202 || status == 0, "unix ingest answered {status}");
+                    } else {
+                        let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else { break };
+                        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                        let req = format!(
+                            "POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Gpumem-Pid: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{VALID}",
+                            50_000 + n % 100,
+                            VALID.len()
+                        );
+                        if (&s).write_all(req.as_bytes()).is_ok() {
+                            if let Ok((status, _)) = read_response(&mut BufReader::new(&s)) {
+                                assert_eq!(status, 202);
+                            }
+                        }
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(ex.child.id() as i32, libc::SIGTERM) };
+    let mut ex = ex;
+    let status = wait_exit(&mut ex.child, Duration::from_secs(20));
+    stop.store(true, Ordering::Relaxed);
+
+    assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
+    assert!(!ex.socket.exists(), "the socket file was left behind");
+    assert_eq!(
+        slow.join().unwrap(),
+        Outcome::Complete,
+        "a response in flight at SIGTERM must be finished"
+    );
+    let mut complete = 0;
+    for s in scrapers {
+        let seen = s.join().expect("a scrape saw a truncated response");
+        complete += seen.iter().filter(|o| **o == Outcome::Complete).count();
+    }
+    assert!(complete > 0, "no scrape completed before the signal");
+    for i in ingest {
+        i.join().expect("an ingest request saw a broken answer");
+    }
+}
