@@ -270,7 +270,8 @@ impl Default for NvmlConfig {
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
-            window: Duration::from_secs(30 * 60),
+            // As long as the longest analysis window (leak_window) needs, no longer.
+            window: Duration::from_secs(10 * 60),
             resolution: Duration::from_secs(1),
             max_processes: 1024,
             expire_after: Duration::from_secs(30),

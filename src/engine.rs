@@ -23,6 +23,23 @@ const RETRY_WINDOW: f64 = 60.0;
 /// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
 pub const MAX_PHASES_PER_PROCESS: usize = 64;
 
+/// How long and how fine the history of one memory series is.
+#[derive(Debug, Clone, Copy)]
+struct SeriesShape {
+    res: f64,
+    /// Kept at `res` for this long (the OOM forecast's window)...
+    fine_window: f64,
+    /// ...and at the leak test's floor window for the whole history.
+    coarse_res: f64,
+    window: f64,
+}
+
+impl SeriesShape {
+    fn series(self) -> Series {
+        Series::tiered(self.res, self.fine_window, self.coarse_res, self.window)
+    }
+}
+
 struct GpuState {
     id: GpuIdentity,
     memory: Option<DeviceMemory>,
@@ -65,7 +82,8 @@ struct ProcState {
 }
 
 impl ProcState {
-    fn new(t: Time, res: f64, window: f64) -> Self {
+    fn new(t: Time, shape: SeriesShape) -> Self {
+        let (res, window) = (shape.res, shape.window);
         ProcState {
             comm: None,
             pod: None,
@@ -74,10 +92,11 @@ impl ProcState {
             listed_now: false,
             last_report: None,
             nvml_used: None,
-            nvml_series: Series::new(res, window),
+            nvml_series: shape.series(),
             alloc: None,
-            alloc_series: Series::new(res, window),
-            retries: Series::new(res, window),
+            alloc_series: shape.series(),
+            // Only "retries in the last minute" is ever asked of this series.
+            retries: Series::new(res, (2.0 * RETRY_WINDOW).min(window)),
             largest_free: None,
             last_oom: None,
             identity: Identity::default(),
@@ -160,8 +179,18 @@ impl Engine {
         self.procs.len()
     }
 
+    fn shape(&self) -> SeriesShape {
+        let a = &self.cfg.analysis;
+        SeriesShape {
+            res: self.res,
+            fine_window: a.eta_window.as_secs_f64(),
+            coarse_res: a.floor_window.as_secs_f64(),
+            window: self.window,
+        }
+    }
+
     fn new_proc(&self, t: Time) -> ProcState {
-        ProcState::new(t, self.res, self.window)
+        ProcState::new(t, self.shape())
     }
 
     /// Fold one observation in, then analyse if a history bucket has closed since last time.
@@ -175,7 +204,7 @@ impl Engine {
                     self.gpus.push(GpuState {
                         id: r.id.clone(),
                         memory: None,
-                        used: Series::new(self.res, self.window),
+                        used: self.shape().series(),
                         peak_lifetime: None,
                         first_seen: t,
                         leak_state: LeakState::default(),
@@ -193,6 +222,7 @@ impl Engine {
             g.used.push(t, m.used as f64);
             g.peak_lifetime = Some(g.peak_lifetime.unwrap_or(0).max(m.used));
             let uuid = r.id.uuid.clone();
+            let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
             for p in self.procs.iter_mut().filter(|(k, _)| k.1 == uuid) {
                 p.1.listed_now = false;
             }
@@ -209,7 +239,16 @@ impl Engine {
                 st.listed_now = true;
                 st.last_listed = Some(t);
                 st.nvml_used = Some(p.used_bytes);
-                st.nvml_series.push(t, p.used_bytes as f64);
+                // The analysis reads NVML's bytes only for a process that does not report:
+                // keeping both histories would double the memory of every reporting process.
+                let reporting = st.last_report.is_some_and(|r| t - r <= report_ttl);
+                if reporting {
+                    if !st.nvml_series.is_empty() {
+                        st.nvml_series.clear();
+                    }
+                } else {
+                    st.nvml_series.push(t, p.used_bytes as f64);
+                }
                 if p.comm.is_some() {
                     st.comm = p.comm.clone();
                 }
@@ -539,10 +578,10 @@ impl Engine {
             .retries
             .buckets()
             .iter()
-            .take_while(|b| b.t_last < now - RETRY_WINDOW)
+            .take_while(|b| b.t_last() < now - RETRY_WINDOW)
             .last()
-            .map(|b| b.last)
-            .or_else(|| p.retries.buckets().front().map(|b| b.min))
+            .map(|b| b.last())
+            .or_else(|| p.retries.buckets().front().map(|b| b.min()))
             .unwrap_or(last);
         (last - before).max(0.0) as u64
     }
@@ -598,7 +637,11 @@ impl Engine {
                 up,
                 memory: g.memory,
                 peak_lifetime: g.peak_lifetime,
-                peak_window: g.used.max_since(now - peak_window).map(|v| v as u64),
+                // The history keeps f32 values: never show a peak below the current reading.
+                peak_window: g
+                    .used
+                    .max_since(now - peak_window)
+                    .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0))),
                 eta_seconds: g.analysis.eta.map(|e| e.seconds),
                 growth_bytes_per_second: g.analysis.eta.map(|e| e.slope),
                 risk: RiskLevel::Low,

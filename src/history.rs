@@ -9,15 +9,18 @@ use std::collections::VecDeque;
 
 use crate::model::Time;
 
+/// One bucket: 32 bytes. Values are kept as `f32`: byte counts up to 2^47 (128 TiB) keep a
+/// precision of 16 KiB, far below anything the analysis looks at, and the history of a
+/// thousand processes stays a few MiB.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
     /// Start of the bucket (a multiple of the resolution).
     pub t: Time,
-    /// Timestamp of the last sample folded in.
-    pub t_last: Time,
-    pub min: f64,
-    pub max: f64,
-    pub last: f64,
+    /// Timestamp of the last sample folded in, as an offset from `t`.
+    last_offset: f32,
+    min: f32,
+    max: f32,
+    last: f32,
     pub n: u32,
 }
 
@@ -26,20 +29,121 @@ impl Bucket {
     pub fn mid(&self, resolution: f64) -> Time {
         self.t + resolution / 2.0
     }
+    pub fn min(&self) -> f64 {
+        self.min as f64
+    }
+    pub fn max(&self) -> f64 {
+        self.max as f64
+    }
+    pub fn last(&self) -> f64 {
+        self.last as f64
+    }
+    pub fn t_last(&self) -> Time {
+        self.t + self.last_offset as f64
+    }
 }
 
+/// Buckets of one width over one window.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub struct Tier {
     buckets: VecDeque<Bucket>,
     resolution: f64,
     capacity: usize,
 }
 
+/// A series: fine buckets for the recent past and, optionally, coarse buckets for the long
+/// window. The OOM forecast fits 1-second floors over two minutes; the leak test fits 5-second
+/// floors over ten; a coarse bucket *is* such a floor window, so nothing is lost by not keeping
+/// ten minutes of 1-second buckets (a fifth of the memory).
+#[derive(Debug, Clone)]
+pub struct Series {
+    fine: Tier,
+    coarse: Option<Tier>,
+}
+
 impl Series {
     pub fn new(resolution: f64, window: f64) -> Self {
-        let capacity = ((window / resolution).ceil() as usize).max(2);
         Series {
-            buckets: VecDeque::with_capacity(capacity.min(64)),
+            fine: Tier::new(resolution, window),
+            coarse: None,
+        }
+    }
+
+    /// `resolution` buckets over `fine_window`, and `coarse_resolution` buckets over `window`.
+    pub fn tiered(resolution: f64, fine_window: f64, coarse_resolution: f64, window: f64) -> Self {
+        if coarse_resolution <= resolution || fine_window >= window {
+            return Series::new(resolution, window);
+        }
+        Series {
+            fine: Tier::new(resolution, fine_window),
+            coarse: Some(Tier::new(coarse_resolution, window)),
+        }
+    }
+
+    pub fn push(&mut self, t: Time, v: f64) {
+        self.fine.push(t, v);
+        if let Some(c) = &mut self.coarse {
+            c.push(t, v);
+        }
+    }
+
+    /// The tier to read windows of `width` seconds from, starting at `from`: the coarse one
+    /// when its buckets are no wider than the window and the fine one does not reach back.
+    pub fn tier_for(&self, width: f64, from: Time) -> &Tier {
+        match &self.coarse {
+            Some(c)
+                if c.resolution <= width + 1e-9
+                    && self.fine.first_time().is_none_or(|f| f > from) =>
+            {
+                c
+            }
+            _ => &self.fine,
+        }
+    }
+
+    pub fn resolution(&self) -> f64 {
+        self.fine.resolution
+    }
+    pub fn buckets(&self) -> &VecDeque<Bucket> {
+        self.fine.buckets()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.fine.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.fine.len()
+    }
+    pub fn last(&self) -> Option<(Time, f64)> {
+        self.fine.last()
+    }
+    pub fn first_time(&self) -> Option<Time> {
+        self.coarse
+            .as_ref()
+            .and_then(|c| c.first_time())
+            .or(self.fine.first_time())
+    }
+    pub fn since(&self, t0: Time) -> impl Iterator<Item = &Bucket> {
+        self.fine.since(t0)
+    }
+    pub fn max_since(&self, t0: Time) -> Option<f64> {
+        self.tier_for(f64::INFINITY, t0).max_since(t0)
+    }
+    pub fn clear(&mut self) {
+        self.fine.clear();
+        if let Some(c) = &mut self.coarse {
+            c.clear();
+        }
+    }
+    pub fn heap_bytes(&self) -> usize {
+        self.fine.heap_bytes() + self.coarse.as_ref().map_or(0, Tier::heap_bytes)
+    }
+}
+
+impl Tier {
+    pub fn new(resolution: f64, window: f64) -> Self {
+        let capacity = ((window / resolution).ceil() as usize).max(2);
+        Tier {
+            buckets: VecDeque::new(),
             resolution,
             capacity,
         }
@@ -54,28 +158,38 @@ impl Series {
             return;
         }
         let start = (t / self.resolution).floor() * self.resolution;
+        let v32 = v as f32;
         match self.buckets.back_mut() {
             // Samples that arrive late (clock steps, merged traces) fold into the newest bucket
             // rather than rewriting the past.
             Some(b) if start <= b.t => {
-                b.min = b.min.min(v);
-                b.max = b.max.max(v);
-                if t >= b.t_last {
-                    b.last = v;
-                    b.t_last = t;
+                b.min = b.min.min(v32);
+                b.max = b.max.max(v32);
+                if t >= b.t_last() {
+                    b.last = v32;
+                    b.last_offset = (t - b.t) as f32;
                 }
                 b.n += 1;
             }
             _ => {
                 if self.buckets.len() == self.capacity {
                     self.buckets.pop_front();
+                } else if self.buckets.len() == self.buckets.capacity() {
+                    // Grow geometrically, but never past the window: a full series holds
+                    // exactly `capacity` buckets.
+                    let more = self
+                        .buckets
+                        .len()
+                        .max(16)
+                        .min(self.capacity - self.buckets.len());
+                    self.buckets.reserve_exact(more);
                 }
                 self.buckets.push_back(Bucket {
                     t: start,
-                    t_last: t,
-                    min: v,
-                    max: v,
-                    last: v,
+                    last_offset: (t - start) as f32,
+                    min: v32,
+                    max: v32,
+                    last: v32,
                     n: 1,
                 });
             }
@@ -95,7 +209,7 @@ impl Series {
     }
 
     pub fn last(&self) -> Option<(Time, f64)> {
-        self.buckets.back().map(|b| (b.t_last, b.last))
+        self.buckets.back().map(|b| (b.t_last(), b.last()))
     }
 
     pub fn first_time(&self) -> Option<Time> {
@@ -111,18 +225,17 @@ impl Series {
     }
 
     pub fn max_since(&self, t0: Time) -> Option<f64> {
-        self.since(t0).map(|b| b.max).reduce(f64::max)
+        self.since(t0).map(|b| b.max()).reduce(f64::max)
     }
 
-    /// Drop buckets older than `t0`.
-    pub fn trim_before(&mut self, t0: Time) {
-        while self
-            .buckets
-            .front()
-            .is_some_and(|b| b.t + self.resolution <= t0)
-        {
-            self.buckets.pop_front();
-        }
+    /// Forget everything and give the memory back.
+    pub fn clear(&mut self) {
+        self.buckets = VecDeque::new();
+    }
+
+    /// Bytes held by the buckets.
+    pub fn heap_bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
     }
 }
 
@@ -139,7 +252,7 @@ mod tests {
         }
         assert_eq!(s.len(), 10, "capacity is window / resolution");
         let b = s.buckets().back().unwrap();
-        assert_eq!((b.min, b.max, b.n), (0.0, 9.0, 10));
+        assert_eq!((b.min(), b.max(), b.n), (0.0, 9.0, 10));
         assert_eq!(b.t, 99.0);
     }
 
@@ -150,19 +263,56 @@ mod tests {
         s.push(3.2, 7.0);
         assert_eq!(s.len(), 1);
         assert_eq!(s.last(), Some((5.5, 1.0)));
-        assert_eq!(s.buckets()[0].max, 7.0);
+        assert_eq!(s.buckets()[0].max(), 7.0);
     }
 
     #[test]
-    fn since_and_trim() {
+    fn since_and_max() {
         let mut s = Series::new(1.0, 100.0);
         for i in 0..20 {
             s.push(i as f64, i as f64);
         }
         assert_eq!(s.since(15.0).count(), 5);
         assert_eq!(s.max_since(10.0), Some(19.0));
-        s.trim_before(10.0);
-        assert_eq!(s.first_time(), Some(10.0));
+    }
+
+    #[test]
+    fn a_full_series_holds_exactly_its_window() {
+        let mut s = Series::new(1.0, 600.0);
+        for i in 0..5000 {
+            s.push(i as f64, 1e9);
+        }
+        assert_eq!(s.len(), 600);
+        assert!(s.heap_bytes() <= 600 * std::mem::size_of::<Bucket>() + 64);
+        assert!(std::mem::size_of::<Bucket>() <= 32);
+    }
+
+    #[test]
+    fn tiers_keep_the_recent_past_fine_and_the_window_coarse() {
+        let mut s = Series::tiered(1.0, 120.0, 5.0, 600.0);
+        for i in 0..6000 {
+            let t = i as f64 * 0.1;
+            s.push(t, 1e9 + (i % 7) as f64 * 1e6 + t);
+        }
+        // Recent windows of 1 s come from the fine tier, long ones from the coarse tier.
+        assert_eq!(s.tier_for(1.0, 590.0).resolution(), 1.0);
+        assert_eq!(s.tier_for(5.0, 100.0).resolution(), 5.0);
+        assert_eq!(
+            s.tier_for(1.0, 100.0).resolution(),
+            1.0,
+            "no coarse tier finer than asked"
+        );
+        assert!(s.heap_bytes() <= (120 + 120) * std::mem::size_of::<Bucket>() + 64 * 32);
+        // A coarse bucket's minimum is the minimum of the fine buckets it spans.
+        let coarse = s.tier_for(5.0, 500.0);
+        let b = coarse.since(580.0).next().unwrap();
+        let fine_min = s
+            .since(580.0)
+            .take(5)
+            .map(|b| b.min())
+            .fold(f64::MAX, f64::min);
+        assert!((b.min() - fine_min).abs() < 1e3);
+        assert_eq!(s.max_since(0.0), s.tier_for(5.0, 0.0).max_since(0.0));
     }
 
     #[test]

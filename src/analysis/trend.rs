@@ -22,31 +22,45 @@ pub struct FloorPoint {
 /// replayed. A window counts only when at least half of its buckets hold data: a window that
 /// has barely begun has not yet seen its trough.
 pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<FloorPoint> {
-    let res = series.resolution();
+    let tier = series.tier_for(window, from);
+    let res = tier.resolution();
     let needed = ((window / res) * 0.5).ceil().max(1.0) as usize;
+    let newest = tier.buckets().back().map(|b| b.t);
     let mut out = Vec::new();
-    let mut current: Option<(i64, f64, f64, usize)> = None;
-    let flush = |c: (i64, f64, f64, usize), out: &mut Vec<FloorPoint>| {
-        if c.3 >= needed {
+    // (window index, min, max, buckets, seconds the newest bucket has been filling)
+    let mut current: Option<(i64, f64, f64, usize, f64)> = None;
+    let flush = |c: (i64, f64, f64, usize, f64), out: &mut Vec<FloorPoint>| {
+        let start = c.0 as f64 * window;
+        // Buckets still filling count for the time they have seen, so a window that has barely
+        // begun, whose trough may be yet to come, is left out.
+        let covered = (c.3 as f64 - 1.0) * res + c.4;
+        if c.3 >= needed && covered >= window * 0.5 - 1e-9 || covered >= window - 1e-9 {
             out.push(FloorPoint {
-                t: (c.0 as f64 + 0.5) * window,
+                t: start + 0.5 * window,
                 min: c.1,
                 max: c.2,
             });
         }
     };
-    for b in series.since(from) {
+    for b in tier.since(from) {
         if b.t > to {
             break;
         }
         let key = (b.t / window).floor() as i64;
+        let seen = if Some(b.t) == newest {
+            (b.t_last() - b.t).clamp(0.0, res)
+        } else {
+            res
+        };
         current = match current {
-            Some((k, mn, mx, n)) if k == key => Some((k, mn.min(b.min), mx.max(b.max), n + 1)),
+            Some((k, mn, mx, n, _)) if k == key => {
+                Some((k, mn.min(b.min()), mx.max(b.max()), n + 1, seen))
+            }
             Some(c) => {
                 flush(c, &mut out);
-                Some((key, b.min, b.max, 1))
+                Some((key, b.min(), b.max(), 1, seen))
             }
-            None => Some((key, b.min, b.max, 1)),
+            None => Some((key, b.min(), b.max(), 1, seen)),
         };
     }
     if let Some(c) = current {
