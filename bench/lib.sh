@@ -89,7 +89,7 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
 # Value of an unlabelled sample in a /metrics text body on stdin: metric_value NAME
-metric_value() { awk -v n="$1" '$1 == n {print $2; exit}'; }
+metric_value() { awk -v n="$1" '$1 == n {v = $2} END {print v}'; }
 
 # Monotonic seconds with fractions.
 now_s() { awk '{print $1}' /proc/uptime; }
@@ -98,4 +98,20 @@ cpu_model() { awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo; }
 
 machine_line() {
   echo "machine: $(nproc) CPUs, $(cpu_model), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# Run the script again under `timeout LIMIT` (once), so that nothing outlives LIMIT seconds:
+# bounded LIMIT SCRIPT ARGS...
+bounded() {
+  local limit=$1
+  shift
+  if [[ -z ${_GPUMEM_BENCH_BOUNDED:-} ]]; then
+    export _GPUMEM_BENCH_BOUNDED=1
+    exec timeout -k 15 "$limit" bash "$@"
+  fi
+}
+
+# The binary by version and content hash (not by path).
+binary_line() {
+  echo "$("$BIN" --version 2>/dev/null | head -1) (sha256 $(sha256sum "$BIN" | cut -c1-12))"
 }

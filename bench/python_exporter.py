@@ -7,7 +7,7 @@ its state in plain objects would (gauges and counters with the same names, help,
 values). Only this collector is registered: no process/platform/gc collectors, so both servers
 answer with the same series.
 
-    python python_exporter.py serve --source URL --port PORT
+    python python_exporter.py serve --source URL --port PORT [--dump FILE]
     python python_exporter.py compare FILE_A FILE_B     # same samples in both bodies?
 """
 
@@ -62,7 +62,11 @@ class Replay:
 
 
 def serve(args):
-    families = parse(fetch(args.source))
+    text = fetch(args.source)
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as f:
+            f.write(text)
+    families = parse(text)
     n = sum(len(f[3]) for f in families)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Replay(families))
@@ -113,6 +117,7 @@ def main():
     s.add_argument("--source", required=True, help="URL of gpumem-exporter's /metrics")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--addr", default="127.0.0.1")
+    s.add_argument("--dump", help="write the body fetched from --source to this file")
     c = sub.add_parser("compare")
     c.add_argument("a")
     c.add_argument("b")
