@@ -110,6 +110,16 @@ impl ProcState {
         }
     }
 
+    /// Still reporting: a report within `ttl`, unless NVML has since stopped listing the
+    /// process without a report after its last listing (it exited; its series go at once).
+    fn reporting(&self, now: Time, ttl: f64) -> bool {
+        let Some(r) = self.last_report else {
+            return false;
+        };
+        let dropped_by_nvml = !self.listed_now && self.last_listed.is_some_and(|l| r <= l);
+        now - r <= ttl && !dropped_by_nvml && self.alloc.is_some()
+    }
+
     fn last_activity(&self) -> Time {
         self.last_listed
             .into_iter()
@@ -280,7 +290,7 @@ impl Engine {
         let victim = self
             .procs
             .iter()
-            .filter(|(_, p)| !p.listed_now && p.last_report.is_none_or(|r| now - r > expire))
+            .filter(|(_, p)| !p.listed_now && !p.reporting(now, expire))
             .min_by(|a, b| a.1.last_activity().total_cmp(&b.1.last_activity()))
             .map(|(k, _)| k.clone());
         match victim {
@@ -296,8 +306,7 @@ impl Engine {
         let keep = self.cfg.history.expire_after.as_secs_f64();
         let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
         self.procs.retain(|_, p| {
-            let reporting = p.last_report.is_some_and(|r| now - r <= report_ttl);
-            p.listed_now || reporting || now - p.last_activity() <= keep
+            p.listed_now || p.reporting(now, report_ttl) || now - p.last_activity() <= keep
         });
     }
 
@@ -396,9 +405,7 @@ impl Engine {
     }
 
     fn reporting(&self, p: &ProcState, now: Time) -> bool {
-        p.last_report
-            .is_some_and(|r| now - r <= self.cfg.ingest.expire_after.as_secs_f64())
-            && p.alloc.is_some()
+        p.reporting(now, self.cfg.ingest.expire_after.as_secs_f64())
     }
 
     fn analyse(&mut self, now: Time) {
@@ -407,7 +414,7 @@ impl Engine {
         let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
         let eta_warmup = self.cfg.analysis.eta_warmup.as_secs_f64();
         for p in self.procs.values_mut() {
-            let reporting = p.last_report.is_some_and(|r| now - r <= ttl) && p.alloc.is_some();
+            let reporting = p.reporting(now, ttl);
             let series = p.demand_series(reporting);
             let estimate = leak::estimate(series, p.first_seen, now, &lp);
             let from = (p.first_seen + eta_warmup).max(now - eta_window);
@@ -511,7 +518,7 @@ impl Engine {
             .map(|g| g.id.index);
         let resolver = self.pod_resolver.as_mut();
         let p = self.procs.get_mut(key)?;
-        let reporting = p.last_report.is_some_and(|r| now - r <= ttl) && p.alloc.is_some();
+        let reporting = p.reporting(now, ttl);
         if !(p.listed_now || reporting) {
             return None;
         }
@@ -717,5 +724,85 @@ impl Engine {
             peak_window_label: humantime::format_duration(self.cfg.analysis.peak_window)
                 .to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::report::DeviceStats;
+    use crate::model::{GpuReading, ProcessReading};
+
+    fn obs(t: Time, pids: &[u32]) -> Observation {
+        Observation {
+            t,
+            gpus: vec![GpuReading {
+                id: GpuIdentity {
+                    index: 0,
+                    uuid: "GPU-0".into(),
+                    name: "test".into(),
+                    pci_bus_id: String::new(),
+                },
+                memory: Some(DeviceMemory {
+                    total: 100 << 30,
+                    reserved: 0,
+                    used: 10 << 30,
+                    free: 90 << 30,
+                }),
+                processes: pids
+                    .iter()
+                    .map(|&pid| ProcessReading {
+                        pid,
+                        used_bytes: 5 << 30,
+                        comm: Some("python3".into()),
+                    })
+                    .collect(),
+                errors: vec![],
+            }],
+            reports: pids
+                .iter()
+                .map(|&pid| {
+                    (
+                        pid,
+                        Report {
+                            version: 1,
+                            devices: vec![DeviceStats {
+                                uuid: "GPU-0".into(),
+                                allocated_bytes: 1 << 30,
+                                reserved_bytes: 4 << 30,
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_exited_process_loses_its_series_at_once() {
+        let mut e = Engine::new(&Config::default(), "test");
+        for i in 0..10 {
+            e.observe(&obs(i as f64, &[7, 8]));
+        }
+        assert_eq!(e.snapshot().processes.len(), 2);
+        // pid 8 exits: NVML stops listing it and it sends nothing more.
+        e.observe(&obs(10.0, &[7]));
+        let pids: Vec<u32> = e.snapshot().processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![7]);
+    }
+
+    #[test]
+    fn a_reporting_process_nvml_does_not_list_is_still_exported() {
+        let mut e = Engine::new(&Config::default(), "test");
+        let mut o = obs(0.0, &[7]);
+        o.gpus[0].processes.clear();
+        e.observe(&o);
+        let snap = e.snapshot();
+        assert_eq!(snap.processes.len(), 1);
+        assert!(snap.processes[0].allocator.is_some());
+        assert!(snap.processes[0].nvml_used.is_none());
     }
 }
