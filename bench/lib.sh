@@ -59,13 +59,14 @@ sim_config() {
 }
 
 # Start the exporter on the simulator: start_exporter LOG PORT CONFIG INTERVAL [more flags...]
-# Sets EXP_PID.
+# Sets EXP_PID. The log keeps the first LOG_LINES (2000) lines and the count of all of them: a
+# full process table makes the exporter warn on every refused report, gigabytes in a soak.
 start_exporter() {
   local log=$1 port=$2 config=$3 interval=$4
   shift 4
   "$BIN" --source sim --config "$config" --sample-interval "$interval" \
     --web.listen-address "127.0.0.1:$port" --ingest.socket= --log.level warn "$@" \
-    > "$log" 2>&1 &
+    > >(awk -v max="${LOG_LINES:-2000}" 'NR <= max {print} END {print "(" NR " log lines in all)"}' > "$log") 2>&1 &
   EXP_PID=$!
   track "$EXP_PID"
 }
