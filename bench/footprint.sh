@@ -5,9 +5,9 @@
 #   bash bench/footprint.sh OUTDIR
 #
 # 1. steady: scenario `processes` 8×64 at --sample-interval 1s and 10ms, /metrics scraped every
-#    second; VmRSS and VmHWM after WARMUP_SECONDS (60). The 1s run goes on for HOLD_SECONDS
-#    (600) more, so that the history of these long-lived processes reaches its bound
-#    (history.window, 10 min by default); RSS and CPU every 10 s to steady-*.csv.
+#    second; VmRSS and VmHWM after WARMUP_SECONDS (60; 0 skips this part). The 1s run goes on
+#    for HOLD_SECONDS (600) more, so that the history of these long-lived processes reaches its
+#    bound (history.window, 10 min by default); RSS and CPU every 10 s to steady-*.csv.
 # 2. soak: scenario `churn` 8×64 (every process replaced by a new pid every 20 s) at 10ms for
 #    SOAK_SECONDS (600), /metrics scraped every second, allocator reports over TCP ingest from
 #    INGEST_PIDS (4) fake pids each second, each fake pid replaced every INGEST_LIFETIME (25) s.
@@ -87,10 +87,12 @@ SUMMARY="$OUT/summary.txt"
   echo "exporter: $(binary_line), --source sim"
 } > "$SUMMARY"
 
-# 1. steady 8×64 at 1s and 10ms.
+# 1. steady 8×64 at 1s and 10ms (WARMUP_SECONDS=0 skips it).
 sim_config "$OUT/sim-processes-8x64.yaml" processes 8 64
 STEADY_ROWS=()
-for interval in 1s 10ms; do
+STEADY_INTERVALS=(1s 10ms)
+((WARMUP_SECONDS > 0)) || STEADY_INTERVALS=()
+for interval in "${STEADY_INTERVALS[@]}"; do
   csv="$OUT/steady-$interval.csv"
   echo "$CSV_HEADER" > "$csv"
   port=$(free_port)
@@ -110,7 +112,7 @@ for interval in 1s 10ms; do
   fi
 done
 
-{
+((${#STEADY_ROWS[@]} == 0)) || {
   echo
   echo "## resident memory, 8 GPUs x 64 processes (scrape every 1 s)"
   printf '%-36s %10s %10s %16s\n' run "VmRSS MiB" "VmHWM MiB" "CPU % (last 60s)"
