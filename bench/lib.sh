@@ -22,7 +22,7 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# Kill every process this script started (and their children), newest first.
+# Kill every process this script started (exporters, servers, loops), newest first.
 cleanup() {
   local i
   for ((i = ${#PIDS_TO_KILL[@]} - 1; i >= 0; i--)); do
