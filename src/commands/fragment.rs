@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::chart::{self, HLine, Line, Marker, Panel};
-use super::workflow::{self, round, selected, Sampler, SCHEMA_VERSION};
+use super::workflow::{self, round, selected, Sampler};
 use crate::analysis::fragmentation::{advice, band};
 use crate::cli::FragmentArgs;
 use crate::config::Config;
@@ -82,12 +82,8 @@ pub struct FragDevice {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FragmentReport {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub generated_at: String,
-    pub source: String,
-    pub duration: f64,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: workflow::RunHeader,
     pub bands: Bands,
     pub devices: BTreeMap<String, FragDevice>,
 }
@@ -157,7 +153,7 @@ pub fn panels(r: &FragmentReport) -> Vec<Panel> {
                     d.band.unwrap_or("unknown")
                 ),
                 y_label: "ratio".into(),
-                x_max: s.t.last().copied().unwrap_or(0.0).max(r.duration),
+                x_max: s.t.last().copied().unwrap_or(0.0).max(r.header.duration),
                 y_max: 1.0,
                 lines: vec![
                     Line {
@@ -384,12 +380,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no GPU memory was read: nothing to report");
     }
     let report = FragmentReport {
-        schema_version: SCHEMA_VERSION,
-        kind: "fragment",
-        generated_at: workflow::now_rfc3339(),
-        source: workflow::source_label(cfg),
-        duration: round(end.covered, 3),
-        interrupted: end.interrupted,
+        header: workflow::RunHeader::new("fragment", cfg, &end),
         bands: Bands {
             good_below: 0.15,
             moderate_below: 0.30,
@@ -418,7 +409,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
 fn print_table(r: &FragmentReport) {
     println!(
         "fragmentation of {} over {:.1} s (bands: <0.15 good, <0.30 moderate, <0.40 serious, else severe)",
-        r.source, r.duration
+        r.header.source, r.header.duration
     );
     println!(
         "{:<4} {:>6} {:>6} {:>6} {:>8} {:<9} {:>9} {:>8}",

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::workflow::{self, round, selected, Sampler, MIB, SCHEMA_VERSION};
+use super::workflow::{self, round, selected, Sampler, MIB};
 use crate::cli::LeakArgs;
 use crate::config::Config;
 
@@ -87,12 +87,8 @@ pub struct Suspect {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LeakReport {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub generated_at: String,
-    pub source: String,
-    pub duration: f64,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: workflow::RunHeader,
     pub threshold_mib_per_min: f64,
     pub significance: f64,
     /// The worst verdict over all processes.
@@ -373,12 +369,7 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
             verdict: p.verdict,
         });
     let report = LeakReport {
-        schema_version: SCHEMA_VERSION,
-        kind: "leak",
-        generated_at: workflow::now_rfc3339(),
-        source: workflow::source_label(&cfg),
-        duration: round(end.covered, 3),
-        interrupted: end.interrupted,
+        header: workflow::RunHeader::new("leak", &cfg, &end),
         threshold_mib_per_min: threshold,
         significance: cfg.analysis.leak_significance,
         verdict: overall,
@@ -402,8 +393,8 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
 fn print_table(r: &LeakReport) {
     println!(
         "leak check of {} over {:.1} s, threshold {} MiB/min: {}",
-        r.source,
-        r.duration,
+        r.header.source,
+        r.header.duration,
         r.threshold_mib_per_min,
         r.verdict.as_str()
     );

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::workflow::{self, round, selected, Sampler, MIB, SCHEMA_VERSION};
+use super::workflow::{self, round, selected, Sampler, MIB};
 use crate::analysis::oom::{RiskLevel, RiskReason};
 use crate::analysis::trend::{fit, floor_points, Trend};
 use crate::cli::OomArgs;
@@ -77,12 +77,8 @@ pub struct Thresholds {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct OomReport {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub generated_at: String,
-    pub source: String,
-    pub duration: f64,
-    pub interrupted: bool,
+    #[serde(flatten)]
+    pub header: workflow::RunHeader,
     pub threshold_percent: Option<f64>,
     pub thresholds: Thresholds,
     pub critical_reached: bool,
@@ -318,12 +314,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     }
     let r = &cfg.analysis.risk;
     let report = OomReport {
-        schema_version: SCHEMA_VERSION,
-        kind: "oom",
-        generated_at: workflow::now_rfc3339(),
-        source: workflow::source_label(&cfg),
-        duration: round(end.covered, 3),
-        interrupted: end.interrupted,
+        header: workflow::RunHeader::new("oom", &cfg, &end),
         threshold_percent: args.threshold,
         thresholds: Thresholds {
             medium_used_percent: round(r.medium_used_fraction * 100.0, 2),

@@ -310,6 +310,30 @@ pub struct Tick<'a> {
     pub snap: &'a Snapshot,
 }
 
+/// The fields every sampled report (`oom`, `leak`, `fragment`) begins with.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunHeader {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub generated_at: String,
+    pub source: String,
+    pub duration: f64,
+    pub interrupted: bool,
+}
+
+impl RunHeader {
+    pub fn new(kind: &'static str, cfg: &Config, end: &RunEnd) -> Self {
+        RunHeader {
+            schema_version: SCHEMA_VERSION,
+            kind,
+            generated_at: now_rfc3339(),
+            source: source_label(cfg),
+            duration: round(end.covered, 3),
+            interrupted: end.interrupted,
+        }
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunEnd {
