@@ -77,6 +77,9 @@ struct ProcState {
     components: Vec<Component>,
     leak_state: LeakState,
     leak: Option<LeakEstimate>,
+    /// The half floor window `leak` was computed in: its floor points change only when a
+    /// window closes or fills halfway, so the O(n²) fit runs twice per window, not every second.
+    leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
     eta_trend: Option<Trend>,
 }
@@ -105,6 +108,7 @@ impl ProcState {
             components: Vec::new(),
             leak_state: LeakState::default(),
             leak: None,
+            leak_key: None,
             leak_suspected: false,
             eta_trend: None,
         }
@@ -417,11 +421,16 @@ impl Engine {
         let eta_warmup = self.cfg.analysis.eta_warmup.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.reporting(now, ttl);
+            let key = ((2.0 * now / lp.floor_window).floor() as i64, reporting);
             let series = p.demand_series(reporting);
-            let estimate = leak::estimate(series, p.first_seen, now, &lp);
+            let estimate =
+                (p.leak_key != Some(key)).then(|| leak::estimate(series, p.first_seen, now, &lp));
             let from = (p.first_seen + eta_warmup).max(now - eta_window);
             let eta_trend = fit(&floor_points(series, from, now, self.res));
-            p.leak = estimate;
+            if let Some(e) = estimate {
+                p.leak = e;
+                p.leak_key = Some(key);
+            }
             p.leak_suspected = p.leak_state.update(p.leak.as_ref(), now, lp.persistence);
             p.eta_trend = eta_trend;
         }

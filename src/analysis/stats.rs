@@ -45,31 +45,14 @@ fn pairwise_slopes(points: &[(f64, f64)]) -> Vec<f64> {
 /// Theil–Sen estimator: the median of all pairwise slopes, with the median-residual intercept.
 /// A sawtooth, a spike or a step at the edge moves it far less than least squares.
 pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
-    let n = points.len();
-    if n < 2 {
-        return None;
-    }
-    let mut slopes = pairwise_slopes(points);
-    let slope = median(&mut slopes)?;
-    let t_ref = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
-    let mut residuals: Vec<f64> = points
-        .iter()
-        .map(|&(t, v)| v - slope * (t - t_ref))
-        .collect();
-    let intercept = median(&mut residuals)?;
-    Some(Line {
-        slope,
-        intercept,
-        t_ref,
-    })
+    theil_sen_bounded(points, None).map(|(line, _)| line)
 }
 
-/// One-sided lower confidence bound of the Theil–Sen slope at level `1 − alpha`, from the
-/// order statistics of the pairwise slopes and the variance of Kendall's S (Sen 1968;
-/// Gilbert 1987, ch. 16). "The slope exceeds x with confidence" is then `bound > x`.
-pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
+/// Theil–Sen and, with `alpha`, the one-sided lower confidence bound of its slope, from one
+/// sort of the pairwise slopes (the O(n² log n) part of every trend fit).
+pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(Line, f64)> {
     let n = points.len();
-    if n < 3 {
+    if n < 2 {
         return None;
     }
     let mut slopes = pairwise_slopes(points);
@@ -77,15 +60,53 @@ pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
         return None;
     }
     slopes.sort_by(f64::total_cmp);
+    let m = slopes.len();
+    let slope = if m % 2 == 1 {
+        slopes[m / 2]
+    } else {
+        (slopes[m / 2 - 1] + slopes[m / 2]) / 2.0
+    };
+    let t_ref = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let mut residuals: Vec<f64> = points
+        .iter()
+        .map(|&(t, v)| v - slope * (t - t_ref))
+        .collect();
+    let intercept = median(&mut residuals)?;
+    let lower = alpha.map_or(f64::NEG_INFINITY, |a| lower_bound_of_sorted(&slopes, n, a));
+    Some((
+        Line {
+            slope,
+            intercept,
+            t_ref,
+        },
+        lower,
+    ))
+}
+
+/// One-sided lower confidence bound of the Theil–Sen slope at level `1 − alpha`, from the
+/// order statistics of the pairwise slopes and the variance of Kendall's S (Sen 1968;
+/// Gilbert 1987, ch. 16). "The slope exceeds x with confidence" is then `bound > x`.
+pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
+    if points.len() < 3 {
+        return None;
+    }
+    theil_sen_bounded(points, Some(alpha)).map(|(_, lower)| lower)
+}
+
+/// The bound from already sorted pairwise slopes of `n` points.
+fn lower_bound_of_sorted(sorted: &[f64], n: usize, alpha: f64) -> f64 {
+    if n < 3 {
+        return f64::NEG_INFINITY;
+    }
     let nf = n as f64;
     let var_s = nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0;
     let c = normal_quantile(1.0 - alpha) * var_s.sqrt();
-    let m1 = (slopes.len() as f64 - c) / 2.0;
+    let m1 = (sorted.len() as f64 - c) / 2.0;
     if m1 < 1.0 {
         // Too few points for a bound at this level: nothing is certain.
-        return Some(f64::NEG_INFINITY);
+        return f64::NEG_INFINITY;
     }
-    Some(slopes[(m1.floor() as usize - 1).min(slopes.len() - 1)])
+    sorted[(m1.floor() as usize - 1).min(sorted.len() - 1)]
 }
 
 /// Inverse of the standard normal CDF, by bisection (it is called rarely, on small inputs).

@@ -5,7 +5,7 @@
 //! on raw samples (a least-squares slope over raw samples swings by ±200 MiB/min on a run
 //! without any leak).
 
-use super::stats::{mann_kendall_increasing, median, sen_slope_lower_bound, theil_sen};
+use super::stats::{mann_kendall_increasing, median, theil_sen, theil_sen_bounded};
 use crate::history::Series;
 use crate::model::Time;
 
@@ -95,7 +95,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
         return None;
     }
     let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.t, p.min)).collect();
-    let line = theil_sen(&xy)?;
+    let (line, slope_lower) = theil_sen_bounded(&xy, Some(0.01))?;
     let mins: Vec<f64> = points.iter().map(|p| p.min).collect();
     let (_, p_value) = mann_kendall_increasing(&mins)?;
     let recent_from = points.len() - (points.len() / 3).max(3).min(points.len());
@@ -106,7 +106,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
     let last_t = points[points.len() - 1].t;
     Some(Trend {
         slope: line.slope,
-        slope_lower: sen_slope_lower_bound(&xy, 0.01).unwrap_or(f64::NEG_INFINITY),
+        slope_lower,
         p_value,
         span: last_t - points[0].t,
         points: points.len(),
