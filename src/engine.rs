@@ -53,6 +53,8 @@ struct GpuState {
 #[derive(Default, Clone)]
 struct GpuAnalysis {
     eta: Option<oom::Eta>,
+    /// The steepest floor trend on the GPU, the one an ETA leans on most.
+    trend: Option<Trend>,
     leak_slope: Option<f64>,
     leak_suspected: bool,
 }
@@ -512,8 +514,13 @@ impl Engine {
             g.leak_state
                 .update(device_leak.as_ref(), now, self.leak_params.persistence);
         let leak_slope = slope_sum.or(device_leak.map(|l| l.trend.slope));
+        let trend = parts
+            .iter()
+            .filter_map(|p| p.trend)
+            .max_by(|a, b| a.slope.total_cmp(&b.slope));
         GpuAnalysis {
             eta,
+            trend,
             leak_slope,
             leak_suspected: any_suspected || (slope_sum.is_none() && device_flag),
         }
@@ -662,6 +669,7 @@ impl Engine {
                     .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0))),
                 eta_seconds: g.analysis.eta.map(|e| e.seconds),
                 growth_bytes_per_second: g.analysis.eta.map(|e| e.slope),
+                trend: g.analysis.trend,
                 risk: RiskLevel::Low,
                 risk_reason: oom::RiskReason::None,
                 recommendation: "",

@@ -30,6 +30,8 @@ pub struct GpuView {
     pub eta_seconds: Option<f64>,
     /// Combined growth of the trends behind the ETA, bytes per second.
     pub growth_bytes_per_second: Option<f64>,
+    /// The steepest floor trend of a process on this GPU (over `analysis.eta_window`).
+    pub trend: Option<crate::analysis::trend::Trend>,
     pub risk: RiskLevel,
     pub risk_reason: RiskReason,
     pub recommendation: &'static str,

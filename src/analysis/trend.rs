@@ -70,7 +70,7 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
 }
 
 /// The fitted trend of a floor.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Trend {
     /// Theil–Sen slope of the floor, bytes per second.
     pub slope: f64,

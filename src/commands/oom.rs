@@ -15,10 +15,9 @@ use serde::Serialize;
 
 use super::workflow::{self, round, selected, Sampler, MIB};
 use crate::analysis::oom::{RiskLevel, RiskReason};
-use crate::analysis::trend::{fit, floor_points, Trend};
+use crate::analysis::trend::Trend;
 use crate::cli::OomArgs;
 use crate::config::Config;
-use crate::history::Series;
 use crate::snapshot::{GpuView, Snapshot};
 
 #[derive(Debug, Clone, Serialize)]
@@ -117,12 +116,6 @@ pub fn confidence(reason: RiskReason, trend: Option<&Trend>) -> f64 {
 
 /// Per GPU: the demand series the forecast reads (allocator allocated where processes report,
 /// NVML used otherwise), to fit the floor trend behind the confidence.
-struct GpuTrack {
-    alloc: Series,
-    used: Series,
-    first: f64,
-}
-
 struct DeviceState {
     index: u32,
     uuid: String,
@@ -131,22 +124,11 @@ struct DeviceState {
     changes: Vec<LevelChange>,
     worst: Option<Worst>,
     max_usage: f64,
-    track: GpuTrack,
     last: Option<(RiskAssessment, RiskReason)>,
 }
 
 fn usage_percent(g: &GpuView) -> f64 {
     round(g.used_fraction().unwrap_or(0.0) * 100.0, 2)
-}
-
-fn trend_of(track: &GpuTrack, now: f64, window: f64, reporting: bool) -> Option<Trend> {
-    let from = (track.first + 5.0).max(now - window);
-    let s = if reporting && !track.alloc.is_empty() {
-        &track.alloc
-    } else {
-        &track.used
-    };
-    fit(&floor_points(s, from, now, s.resolution()))
 }
 
 fn assess(g: &GpuView, trend: Option<&Trend>) -> RiskAssessment {
@@ -199,8 +181,6 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     } else {
         workflow::run_limit(&args.sampling, sampler.is_replay())
     };
-    let res = cfg.history.resolution.as_secs_f64();
-    let eta_window = cfg.analysis.eta_window.as_secs_f64();
     let mut states: BTreeMap<u32, DeviceState> = BTreeMap::new();
     let devices = args.sampling.devices.clone();
     let mut stdout = std::io::stdout();
@@ -208,7 +188,9 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     let end = sampler.run(limit, progress, |tick| {
         let snap: &Snapshot = tick.snap;
         for g in snap.gpus.iter().filter(|g| selected(&devices, g.id.index)) {
-            let Some(m) = g.memory else { continue };
+            if g.memory.is_none() {
+                continue;
+            }
             let st = states.entry(g.id.index).or_insert_with(|| DeviceState {
                 index: g.id.index,
                 uuid: g.id.uuid.clone(),
@@ -217,25 +199,8 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
                 changes: Vec::new(),
                 worst: None,
                 max_usage: 0.0,
-                track: GpuTrack {
-                    alloc: Series::new(res, eta_window * 2.0),
-                    used: Series::new(res, eta_window * 2.0),
-                    first: snap.t,
-                },
                 last: None,
             });
-            let mut alloc = 0u64;
-            let mut reporting = false;
-            for p in snap.processes.iter().filter(|p| p.uuid == g.id.uuid) {
-                if let Some(a) = &p.allocator {
-                    alloc += a.allocated_bytes;
-                    reporting = true;
-                }
-            }
-            if reporting {
-                st.track.alloc.push(snap.t, alloc as f64);
-            }
-            st.track.used.push(snap.t, m.used as f64);
             let usage = usage_percent(g);
             st.max_usage = st.max_usage.max(usage);
             if st.level != Some(g.risk) {
@@ -282,8 +247,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
                     predicted_oom_time_seconds: g.eta_seconds.map(|e| round(e, 1)),
                 });
             }
-            let trend = trend_of(&st.track, snap.t, eta_window, reporting);
-            st.last = Some((assess(g, trend.as_ref()), g.risk_reason));
+            st.last = Some((assess(g, g.trend.as_ref()), g.risk_reason));
         }
         ControlFlow::Continue(())
     });
