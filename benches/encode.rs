@@ -1,12 +1,14 @@
 //! Cost of the scrape path and the sample path on a node of 8 GPUs × 64 processes.
 //! Results and the command: bench/RESULTS.md.
 
+use std::sync::Arc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use gpumem_exporter::config::{Config, SimGpuConfig};
 use gpumem_exporter::engine::Engine;
 use gpumem_exporter::exporter::encode;
-use gpumem_exporter::exporter::families::{families, Counters};
+use gpumem_exporter::exporter::families::Counters;
 use gpumem_exporter::source::sim::{Scenario, SimSource};
 use gpumem_exporter::source::Source;
 
@@ -32,14 +34,22 @@ fn bench(c: &mut Criterion) {
     let counters = Counters::default();
     let snap = engine.snapshot();
     assert_eq!(snap.processes.len(), 512);
-    c.bench_function("families_8gpu_64proc", |b| {
-        b.iter(|| families(&snap, &counters, "bench"))
-    });
+    // Into one String reused across iterations, as the HTTP path reuses its chunk buffer.
+    let mut out = String::new();
     c.bench_function("scrape_text_8gpu_64proc", |b| {
-        b.iter(|| encode::text(&families(&snap, &counters, "bench")))
+        b.iter(|| {
+            out.clear();
+            encode::text(&snap, &counters, "bench", &mut out).unwrap();
+            out.len()
+        })
     });
+    let (snap_arc, counters_arc) = (Arc::new(snap.clone()), Arc::new(Counters::default()));
     c.bench_function("scrape_openmetrics_8gpu_64proc", |b| {
-        b.iter(|| encode::openmetrics(families(&snap, &counters, "bench")))
+        b.iter(|| {
+            out.clear();
+            encode::openmetrics(snap_arc.clone(), counters_arc.clone(), "bench", &mut out).unwrap();
+            out.len()
+        })
     });
     let mut t = 120.0;
     c.bench_function("sample_observe_snapshot_8gpu_64proc", |b| {

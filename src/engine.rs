@@ -9,7 +9,7 @@ use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
 use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, RiskParams};
 use crate::analysis::trend::{fit, floor_points, Trend};
 use crate::config::Config;
-use crate::history::Series;
+use crate::history::{Changes, Series};
 use crate::ingest::report::{
     Component, DeviceStats, EventKind, Identity, RejectReason, Rejection, Report,
 };
@@ -70,7 +70,7 @@ struct ProcState {
     nvml_series: Series,
     alloc: Option<DeviceStats>,
     alloc_series: Series,
-    retries: Series,
+    retries: Changes,
     largest_free: Option<(Time, u64)>,
     last_oom: Option<Time>,
     identity: Identity,
@@ -88,7 +88,6 @@ struct ProcState {
 
 impl ProcState {
     fn new(t: Time, shape: SeriesShape) -> Self {
-        let (res, window) = (shape.res, shape.window);
         ProcState {
             comm: None,
             pod: None,
@@ -100,8 +99,7 @@ impl ProcState {
             nvml_series: shape.series(),
             alloc: None,
             alloc_series: shape.series(),
-            // Only "retries in the last minute" is ever asked of this series.
-            retries: Series::new(res, (2.0 * RETRY_WINDOW).min(window)),
+            retries: Changes::new(RETRY_WINDOW),
             largest_free: None,
             last_oom: None,
             identity: Identity::default(),
@@ -359,7 +357,7 @@ impl Engine {
             st.last_report = Some(t);
             st.alloc_series.push(t, d.allocated_bytes as f64);
             if let Some(r) = d.alloc_retries {
-                st.retries.push(t, r as f64);
+                st.retries.push(t, r);
             }
             if let Some(lb) = d.largest_free_block_bytes {
                 st.largest_free = Some((t, lb));
@@ -596,19 +594,7 @@ impl Engine {
     }
 
     fn recent_retries(p: &ProcState, now: Time) -> u64 {
-        let Some((_, last)) = p.retries.last() else {
-            return 0;
-        };
-        let before = p
-            .retries
-            .buckets()
-            .iter()
-            .take_while(|b| b.t_last() < now - RETRY_WINDOW)
-            .last()
-            .map(|b| b.last())
-            .or_else(|| p.retries.buckets().front().map(|b| b.min()))
-            .unwrap_or(last);
-        (last - before).max(0.0) as u64
+        p.retries.growth(now, RETRY_WINDOW)
     }
 
     /// Build the snapshot for the latest observation.
@@ -749,6 +735,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::oom::RiskReason;
     use crate::ingest::report::DeviceStats;
     use crate::model::{GpuReading, ProcessReading};
 
@@ -823,5 +810,26 @@ mod tests {
         assert_eq!(snap.processes.len(), 1);
         assert!(snap.processes[0].allocator.is_some());
         assert!(snap.processes[0].nvml_used.is_none());
+    }
+
+    #[test]
+    fn allocator_retries_raise_the_risk_for_a_minute() {
+        let mut e = Engine::new(&Config::default(), "test");
+        let with_retries = |t: Time, retries: u64| {
+            let mut o = obs(t, &[7]);
+            o.reports[0].1.devices[0].alloc_retries = Some(retries);
+            o
+        };
+        for i in 0..100 {
+            // Two retries at t = 30, none before or after.
+            e.observe(&with_retries(i as f64, if i < 30 { 4 } else { 6 }));
+            let gpu = &e.snapshot().gpus[0];
+            let expect = if (30..90).contains(&i) {
+                (RiskLevel::Medium, RiskReason::AllocRetries)
+            } else {
+                (RiskLevel::Low, RiskReason::None)
+            };
+            assert_eq!((gpu.risk, gpu.risk_reason), expect, "at t = {i}");
+        }
     }
 }

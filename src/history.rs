@@ -239,6 +239,52 @@ impl Tier {
     }
 }
 
+/// A cumulative counter kept only where it changed. "How much did it grow in the last
+/// minute" needs nothing else, and most counters (allocator retries) never change: one entry,
+/// where a series of 1 s buckets would hold a minute of identical values.
+#[derive(Debug, Clone)]
+pub struct Changes {
+    /// (time, value) at the first observation and at every change, oldest first: every entry
+    /// of the last `keep` seconds and the one before them.
+    entries: VecDeque<(Time, u64)>,
+    keep: f64,
+}
+
+impl Changes {
+    /// Answers growth questions over windows up to `keep` seconds.
+    pub fn new(keep: f64) -> Self {
+        Changes {
+            entries: VecDeque::new(),
+            keep,
+        }
+    }
+
+    pub fn push(&mut self, t: Time, v: u64) {
+        if self.entries.back().is_none_or(|&(_, last)| last != v) {
+            self.entries.push_back((t, v));
+        }
+        while self.entries.len() >= 2 && self.entries[1].0 <= t - self.keep {
+            self.entries.pop_front();
+        }
+    }
+
+    /// Growth over the `window` seconds before `now`, from the value then (or the first one
+    /// seen); 0 if the counter went down (a restart).
+    pub fn growth(&self, now: Time, window: f64) -> u64 {
+        let since = now - window;
+        let before = self
+            .entries
+            .iter()
+            .take_while(|(t, _)| *t <= since)
+            .last()
+            .or(self.entries.front());
+        match (before, self.entries.back()) {
+            (Some(&(_, before)), Some(&(_, last))) => last.saturating_sub(before),
+            _ => 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +367,32 @@ mod tests {
         s.push(1.0, f64::NAN);
         s.push(f64::INFINITY, 1.0);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn changes_count_growth_within_the_window_only() {
+        let mut c = Changes::new(60.0);
+        for t in 0..200 {
+            // 5 at start, +3 at t = 100, +4 at t = 150.
+            let v = 5 + if t >= 100 { 3 } else { 0 } + if t >= 150 { 4 } else { 0 };
+            c.push(t as f64, v);
+        }
+        assert_eq!(
+            c.growth(199.0, 60.0),
+            4,
+            "the +3 at 100 is older than a minute"
+        );
+        assert_eq!(c.growth(199.0, 10.0), 0);
+        assert_eq!(c.entries.len(), 2, "only changes within reach are kept");
+        let mut c = Changes::new(60.0);
+        c.push(0.0, 7);
+        c.push(10.0, 9);
+        assert_eq!(
+            c.growth(20.0, 60.0),
+            2,
+            "growth since the first observation"
+        );
+        c.push(30.0, 1);
+        assert_eq!(c.growth(31.0, 60.0), 0, "a reset is not negative growth");
     }
 }

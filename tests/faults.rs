@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{free_port, sample_value, BIN};
 use gpumem_exporter::commands::serve::Shared;
 use gpumem_exporter::config::{Config, NvmlConfig};
-use gpumem_exporter::exporter::{encode, families::families};
+use gpumem_exporter::exporter::encode;
 use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
 use gpumem_exporter::source::device::{Backend, DeviceSource};
 
@@ -150,7 +150,9 @@ impl Rig {
 
     fn metrics(&self) -> String {
         let snap = self.shared.snapshot.load_full();
-        encode::text(&families(&snap, &self.shared.counters, "test"))
+        let mut out = String::new();
+        encode::text(&snap, &self.shared.counters, "test", &mut out).unwrap();
+        out
     }
 
     fn set_comm(&self, pid: u32, comm: Option<&str>) {
@@ -437,10 +439,11 @@ fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
     e
 }
 
-/// Read one HTTP/1.1 response (Content-Length framed) from a keep-alive connection.
+/// Read one HTTP/1.1 response (Content-Length or chunked framing) from a connection.
 fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
     let mut status = 0;
     let mut len = 0usize;
+    let mut chunked = false;
     let mut line = String::new();
     loop {
         line.clear();
@@ -459,12 +462,35 @@ fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
         } else if let Some((k, v)) = l.split_once(':') {
             if k.eq_ignore_ascii_case("content-length") {
                 len = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.trim().eq_ignore_ascii_case("chunked");
             }
         }
     }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body)?;
-    Ok((status, body))
+    if !chunked {
+        let mut body = vec![0; len];
+        r.read_exact(&mut body)?;
+        return Ok((status, body));
+    }
+    let mut body = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let size = usize::from_str_radix(line.trim_end(), 16).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("chunk size {line:?}"),
+            )
+        })?;
+        let start = body.len();
+        body.resize(start + size, 0);
+        r.read_exact(&mut body[start..])?;
+        line.clear();
+        r.read_line(&mut line)?; // the CRLF after the chunk (or the last, empty line)
+        if size == 0 {
+            return Ok((status, body));
+        }
+    }
 }
 
 fn http_get(port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, Vec<u8>)> {
@@ -720,8 +746,8 @@ enum Outcome {
     NoResponse,
 }
 
-/// A scrape with the whole response read: complete (the Content-Length matches and the body
-/// ends with the last family) or no response at all. Anything else fails the test.
+/// A scrape with the whole response read: complete (its framing is whole and the body ends
+/// with the last family) or no response at all. Anything else fails the test.
 fn scrape_outcome(port: u16, read_delay: Duration) -> Outcome {
     let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else {
         return Outcome::NoResponse;
@@ -739,20 +765,12 @@ fn scrape_outcome(port: u16, read_delay: Duration) -> Outcome {
     if raw.is_empty() {
         return Outcome::NoResponse;
     }
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("a truncated head: {text:?}"));
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        })
-        .map(|(_, v)| v.trim().parse().unwrap())
-        .expect("a Content-Length");
-    assert_eq!(body.len(), len, "a truncated body");
+    // The whole response: its framing must be complete (Content-Length reached, or the last,
+    // empty chunk of a chunked body seen).
+    let (status, body) = read_response(&mut &raw[..])
+        .unwrap_or_else(|e| panic!("a truncated response ({e}): {} bytes", raw.len()));
+    assert_eq!(status, 200);
+    let body = String::from_utf8_lossy(&body);
     let last = body.lines().last().unwrap_or("");
     assert!(
         last.starts_with("gpumem_ingest_rejected_total"),

@@ -4,14 +4,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use tokio::sync::mpsc;
 
 use super::encode;
-use super::families::{families, Counters};
+use super::families::Counters;
 use crate::snapshot::Snapshot;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -24,16 +26,74 @@ pub struct WebState {
     pub telemetry_path: String,
 }
 
+/// Hands the body to the connection in chunks while it is encoded, so a scrape holds about
+/// one chunk of it, not the whole (1.8 MB at 8 GPUs × 64 processes) per connection.
+struct ChunkWriter {
+    buf: String,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+}
+
+impl ChunkWriter {
+    const CHUNK: usize = 64 * 1024;
+
+    fn new(tx: mpsc::Sender<Result<Bytes, std::io::Error>>) -> Self {
+        ChunkWriter {
+            buf: String::with_capacity(Self::CHUNK + 4096),
+            tx,
+        }
+    }
+
+    fn flush(&mut self) -> std::fmt::Result {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, String::with_capacity(Self::CHUNK + 4096));
+        // Fails only when the client has gone: stop encoding.
+        self.tx
+            .blocking_send(Ok(Bytes::from(chunk)))
+            .map_err(|_| std::fmt::Error)
+    }
+}
+
+impl std::fmt::Write for ChunkWriter {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.buf.push_str(s);
+        if self.buf.len() >= Self::CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
 async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     let snap = st.snapshot.load_full();
-    let fams = families(&snap, &st.counters, VERSION);
+    let counters = st.counters.clone();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let (body, ct) = if encode::wants_openmetrics(accept) {
-        (encode::openmetrics(fams), encode::OPENMETRICS_CONTENT_TYPE)
+    let openmetrics = encode::wants_openmetrics(accept);
+    let (tx, rx) = mpsc::channel(2);
+    tokio::task::spawn_blocking(move || {
+        let mut w = ChunkWriter::new(tx.clone());
+        let done = if openmetrics {
+            encode::openmetrics(snap, counters, VERSION, &mut w)
+        } else {
+            encode::text(&snap, &counters, VERSION, &mut w)
+        }
+        .and_then(|()| w.flush());
+        if done.is_err() {
+            // An error ends the chunked body without its last chunk, so the scraper sees a
+            // failed scrape rather than a short one.
+            let _ = tx.blocking_send(Err(std::io::Error::other("encoding the scrape failed")));
+        }
+    });
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    let ct = if openmetrics {
+        encode::OPENMETRICS_CONTENT_TYPE
     } else {
-        (encode::text(&fams), encode::TEXT_CONTENT_TYPE)
+        encode::TEXT_CONTENT_TYPE
     };
-    ([(header::CONTENT_TYPE, ct)], body).into_response()
+    ([(header::CONTENT_TYPE, ct)], Body::from_stream(chunks)).into_response()
 }
 
 async fn healthy() -> &'static str {
