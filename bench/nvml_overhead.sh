@@ -26,8 +26,14 @@ HOLDER=$!
 trap 'kill $HOLDER 2>/dev/null || true; kill $EXP 2>/dev/null || true' EXIT
 for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q "$HOLDER" && break; sleep 1; done
 
-proc_cpu() { # utime+stime in seconds of a pid
-  awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$1/stat"
+# CPU seconds of a pid: the sum of its threads' on-CPU time from schedstat (nanoseconds), or
+# utime+stime in clock ticks (10 ms, too coarse for short runs) where schedstat is missing.
+proc_cpu() {
+  if cat /proc/"$1"/task/*/schedstat > /dev/null 2>&1; then
+    cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.6f\n", s / 1e9}'
+  else
+    awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$1/stat"
+  fi
 }
 
 run_exporter() { # interval
@@ -42,6 +48,7 @@ run_exporter() { # interval
   c1=$(proc_cpu $EXP)
   grep VmRSS /proc/$EXP/status | awk '{print $2}' > "$OUT/rss-kib-$1.txt"
   curl -s localhost:$PORT/metrics > "$OUT/metrics-$1.txt"
+  ls /proc/$EXP/task > "$OUT/threads-$1.txt"
   kill $EXP; wait $EXP 2>/dev/null || true
   python3 -c "import json;print(json.dumps({'interval':'$1','samples':$s1-$s0,'cpu_seconds':$c1-$c0,'cpu_us_per_sample':($c1-$c0)/max(1,$s1-$s0)*1e6}))"
 }
@@ -53,18 +60,19 @@ run_exporter() { # interval
   nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits
 } > "$OUT/nvidia-smi.txt"
 
-for interval in 10ms 100ms; do
+# Floor and exporter alternate, interval by interval; a repeated interval gets a numbered file,
+# so the spread between runs is on record.
+INTERVALS=${INTERVALS:-10ms 100ms 10ms}
+declare -A round=()
+for interval in $INTERVALS; do
+  round[$interval]=$(( ${round[$interval]:-0} + 1 ))
+  suffix=$interval; (( round[$interval] > 1 )) && suffix=$interval-${round[$interval]}
   ms=${interval%ms}
-  "$FLOOR" "$SECONDS_PER_RUN" "$ms" > "$OUT/floor-$interval.json"
-  run_exporter "$interval" > "$OUT/exporter-$interval.json"
-  echo "floor    $interval: $(cat "$OUT/floor-$interval.json")"
-  echo "exporter $interval: $(cat "$OUT/exporter-$interval.json")"
+  "$FLOOR" "$SECONDS_PER_RUN" "$ms" > "$OUT/floor-$suffix.json"
+  run_exporter "$interval" > "$OUT/exporter-$suffix.json"
+  echo "floor    $suffix: $(cat "$OUT/floor-$suffix.json")"
+  echo "exporter $suffix: $(cat "$OUT/exporter-$suffix.json")"
 done
-# The same again, so the spread between runs is on record.
-"$FLOOR" "$SECONDS_PER_RUN" 10 > "$OUT/floor-10ms-2.json"
-run_exporter 10ms > "$OUT/exporter-10ms-2.json"
-echo "floor    10ms (2): $(cat "$OUT/floor-10ms-2.json")"
-echo "exporter 10ms (2): $(cat "$OUT/exporter-10ms-2.json")"
 
 # Readings against nvidia-smi, taken close together.
 "$BIN" --source nvml --sample-interval 1s --web.listen-address 127.0.0.1:$PORT --ingest.socket= 2>/dev/null &

@@ -9,19 +9,14 @@ use std::collections::VecDeque;
 
 use crate::model::Time;
 
-/// One bucket: 32 bytes. Values are kept as `f32`: byte counts up to 2^47 (128 TiB) keep a
-/// precision of 16 KiB, far below anything the analysis looks at, and the history of a
-/// thousand processes stays a few MiB.
+/// One bucket as the analysis reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
     /// Start of the bucket (a multiple of the resolution).
     pub t: Time,
-    /// Timestamp of the last sample folded in, as an offset from `t`.
-    last_offset: f32,
     min: f32,
     max: f32,
     last: f32,
-    pub n: u32,
 }
 
 impl Bucket {
@@ -38,15 +33,28 @@ impl Bucket {
     pub fn last(&self) -> f64 {
         self.last as f64
     }
-    pub fn t_last(&self) -> Time {
-        self.t + self.last_offset as f64
-    }
+}
+
+/// One bucket as stored: 16 bytes. Its start is a bucket number counted from the tier's first
+/// bucket, and values are `f32`: byte counts up to 2^47 (128 TiB) keep a precision of 16 KiB,
+/// far below anything the analysis looks at. A thousand processes' history stays a few MiB.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stored {
+    /// Bucket number after `Tier::base`.
+    offset: u32,
+    min: f32,
+    max: f32,
+    last: f32,
 }
 
 /// Buckets of one width over one window.
 #[derive(Debug, Clone)]
 pub struct Tier {
-    buckets: VecDeque<Bucket>,
+    buckets: VecDeque<Stored>,
+    /// Bucket number (start / resolution) that offsets count from.
+    base: i64,
+    /// Time of the newest sample folded in.
+    last_t: Time,
     resolution: f64,
     capacity: usize,
 }
@@ -104,8 +112,8 @@ impl Series {
     pub fn resolution(&self) -> f64 {
         self.fine.resolution
     }
-    pub fn buckets(&self) -> &VecDeque<Bucket> {
-        self.fine.buckets()
+    pub fn newest(&self) -> Option<Bucket> {
+        self.fine.newest()
     }
     pub fn is_empty(&self) -> bool {
         self.fine.is_empty()
@@ -122,7 +130,7 @@ impl Series {
             .and_then(|c| c.first_time())
             .or(self.fine.first_time())
     }
-    pub fn since(&self, t0: Time) -> impl Iterator<Item = &Bucket> {
+    pub fn since(&self, t0: Time) -> impl Iterator<Item = Bucket> + '_ {
         self.fine.since(t0)
     }
     pub fn max_since(&self, t0: Time) -> Option<f64> {
@@ -144,6 +152,8 @@ impl Tier {
         let capacity = ((window / resolution).ceil() as usize).max(2);
         Tier {
             buckets: VecDeque::new(),
+            base: 0,
+            last_t: f64::NEG_INFINITY,
             resolution,
             capacity,
         }
@@ -153,23 +163,37 @@ impl Tier {
         self.resolution
     }
 
+    fn number(&self, s: &Stored) -> i64 {
+        self.base + i64::from(s.offset)
+    }
+
+    fn view(&self, s: &Stored) -> Bucket {
+        Bucket {
+            // As `push` computes a start, so that equal starts compare equal.
+            t: self.number(s) as f64 * self.resolution,
+            min: s.min,
+            max: s.max,
+            last: s.last,
+        }
+    }
+
     pub fn push(&mut self, t: Time, v: f64) {
         if !v.is_finite() || !t.is_finite() {
             return;
         }
-        let start = (t / self.resolution).floor() * self.resolution;
+        let number = (t / self.resolution).floor() as i64;
         let v32 = v as f32;
-        match self.buckets.back_mut() {
+        let newest = self.buckets.back().map(|b| self.number(b));
+        match (newest, self.buckets.back_mut()) {
             // Samples that arrive late (clock steps, merged traces) fold into the newest bucket
             // rather than rewriting the past.
-            Some(b) if start <= b.t => {
+            (Some(n), Some(b)) if number <= n => {
                 b.min = b.min.min(v32);
                 b.max = b.max.max(v32);
-                if t >= b.t_last() {
+                if t >= self.last_t {
                     b.last = v32;
-                    b.last_offset = (t - b.t) as f32;
+                    self.last_t = t;
                 }
-                b.n += 1;
             }
             _ => {
                 if self.buckets.len() == self.capacity {
@@ -184,20 +208,39 @@ impl Tier {
                         .min(self.capacity - self.buckets.len());
                     self.buckets.reserve_exact(more);
                 }
-                self.buckets.push_back(Bucket {
-                    t: start,
-                    last_offset: (t - start) as f32,
+                let offset = match self.buckets.front() {
+                    Some(_) if number - self.base < i64::from(u32::MAX) => number - self.base,
+                    // First bucket, or offsets about to overflow (136 years of 1 s buckets):
+                    // count from the oldest bucket kept.
+                    front => {
+                        let new_base = front.map_or(number, |f| self.number(f));
+                        for b in self.buckets.iter_mut() {
+                            b.offset = (self.base + i64::from(b.offset) - new_base) as u32;
+                        }
+                        self.base = new_base;
+                        number - new_base
+                    }
+                };
+                self.buckets.push_back(Stored {
+                    offset: offset as u32,
                     min: v32,
                     max: v32,
                     last: v32,
-                    n: 1,
                 });
+                self.last_t = t;
             }
         }
     }
 
-    pub fn buckets(&self) -> &VecDeque<Bucket> {
-        &self.buckets
+    /// The newest bucket.
+    pub fn newest(&self) -> Option<Bucket> {
+        self.buckets.back().map(|b| self.view(b))
+    }
+
+    /// Seconds of the newest bucket that samples have covered (its start to the last sample).
+    pub fn newest_seen(&self) -> Option<f64> {
+        self.newest()
+            .map(|b| (self.last_t - b.t).clamp(0.0, self.resolution))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -209,19 +252,19 @@ impl Tier {
     }
 
     pub fn last(&self) -> Option<(Time, f64)> {
-        self.buckets.back().map(|b| (b.t_last(), b.last()))
+        self.buckets.back().map(|b| (self.last_t, b.last as f64))
     }
 
     pub fn first_time(&self) -> Option<Time> {
-        self.buckets.front().map(|b| b.t)
+        self.buckets.front().map(|b| self.view(b).t)
     }
 
     /// Buckets whose start is at or after `t0`.
-    pub fn since(&self, t0: Time) -> impl Iterator<Item = &Bucket> {
+    pub fn since(&self, t0: Time) -> impl Iterator<Item = Bucket> + '_ {
         let first = self
             .buckets
-            .partition_point(|b| b.t + self.resolution <= t0);
-        self.buckets.range(first..)
+            .partition_point(|b| self.view(b).t + self.resolution <= t0);
+        self.buckets.range(first..).map(|b| self.view(b))
     }
 
     pub fn max_since(&self, t0: Time) -> Option<f64> {
@@ -231,11 +274,12 @@ impl Tier {
     /// Forget everything and give the memory back.
     pub fn clear(&mut self) {
         self.buckets = VecDeque::new();
+        self.last_t = f64::NEG_INFINITY;
     }
 
     /// Bytes held by the buckets.
     pub fn heap_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+        self.buckets.capacity() * std::mem::size_of::<Stored>()
     }
 }
 
@@ -297,9 +341,10 @@ mod tests {
             s.push(t, (i % 10) as f64);
         }
         assert_eq!(s.len(), 10, "capacity is window / resolution");
-        let b = s.buckets().back().unwrap();
-        assert_eq!((b.min(), b.max(), b.n), (0.0, 9.0, 10));
+        let b = s.newest().unwrap();
+        assert_eq!((b.min(), b.max(), b.last()), (0.0, 9.0, 9.0));
         assert_eq!(b.t, 99.0);
+        assert_eq!(s.first_time(), Some(90.0));
     }
 
     #[test]
@@ -309,7 +354,7 @@ mod tests {
         s.push(3.2, 7.0);
         assert_eq!(s.len(), 1);
         assert_eq!(s.last(), Some((5.5, 1.0)));
-        assert_eq!(s.buckets()[0].max(), 7.0);
+        assert_eq!(s.newest().unwrap().max(), 7.0);
     }
 
     #[test]
@@ -329,8 +374,8 @@ mod tests {
             s.push(i as f64, 1e9);
         }
         assert_eq!(s.len(), 600);
-        assert!(s.heap_bytes() <= 600 * std::mem::size_of::<Bucket>() + 64);
-        assert!(std::mem::size_of::<Bucket>() <= 32);
+        assert!(s.heap_bytes() <= 600 * std::mem::size_of::<Stored>() + 64);
+        assert_eq!(std::mem::size_of::<Stored>(), 16);
     }
 
     #[test]
@@ -348,7 +393,7 @@ mod tests {
             1.0,
             "no coarse tier finer than asked"
         );
-        assert!(s.heap_bytes() <= (120 + 120) * std::mem::size_of::<Bucket>() + 64 * 32);
+        assert!(s.heap_bytes() <= (120 + 120) * std::mem::size_of::<Stored>() + 64 * 16);
         // A coarse bucket's minimum is the minimum of the fine buckets it spans.
         let coarse = s.tier_for(5.0, 500.0);
         let b = coarse.since(580.0).next().unwrap();
@@ -394,5 +439,21 @@ mod tests {
         );
         c.push(30.0, 1);
         assert_eq!(c.growth(31.0, 60.0), 0, "a reset is not negative growth");
+    }
+
+    #[test]
+    fn bucket_starts_are_exact_at_unix_times_and_fine_resolutions() {
+        let mut s = Series::new(0.1, 60.0);
+        let t0 = 1_763_700_000.05;
+        for i in 0..1000 {
+            s.push(t0 + i as f64 * 0.1, i as f64);
+        }
+        assert_eq!(s.len(), 600);
+        for b in s.since(0.0) {
+            assert_eq!(b.t, (b.t / 0.1).floor() * 0.1, "a start on the grid");
+        }
+        let newest = s.newest().unwrap();
+        assert_eq!(newest.t, ((t0 + 99.9) / 0.1).floor() * 0.1);
+        assert_eq!(s.last(), Some((t0 + 999.0 * 0.1, 999.0)));
     }
 }

@@ -130,7 +130,12 @@ impl Rig {
             nvml: nvml_config(deadline_ms, proc_root.path()),
             ..Config::default()
         };
-        let source = DeviceSource::new(Scripted(Arc::clone(&script)), &cfg.nvml).unwrap();
+        let source = DeviceSource::new(
+            Scripted(Arc::clone(&script)),
+            &cfg.nvml,
+            cfg.sample_interval,
+        )
+        .unwrap();
         let shared = Shared::new(&cfg, "nvml");
         Rig {
             script,
@@ -266,7 +271,11 @@ fn nvml_failing_at_start_is_an_error_not_a_panic() {
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let r = DeviceSource::new(Scripted(Arc::clone(&script)), &nvml_config(100, dir.path()));
+    let r = DeviceSource::new(
+        Scripted(Arc::clone(&script)),
+        &nvml_config(100, dir.path()),
+        Duration::from_secs(1),
+    );
     let e = r.err().expect("no NVML: DeviceSource::new fails");
     assert!(e.to_string().contains("NVML"), "{e}");
 }

@@ -25,7 +25,8 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
     let tier = series.tier_for(window, from);
     let res = tier.resolution();
     let needed = ((window / res) * 0.5).ceil().max(1.0) as usize;
-    let newest = tier.buckets().back().map(|b| b.t);
+    let newest = tier.newest().map(|b| b.t);
+    let newest_seen = tier.newest_seen().unwrap_or(res);
     let mut out = Vec::new();
     // (window index, min, max, buckets, seconds the newest bucket has been filling)
     let mut current: Option<(i64, f64, f64, usize, f64)> = None;
@@ -48,7 +49,7 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
         }
         let key = (b.t / window).floor() as i64;
         let seen = if Some(b.t) == newest {
-            (b.t_last() - b.t).clamp(0.0, res)
+            newest_seen
         } else {
             res
         };

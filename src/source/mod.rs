@@ -28,6 +28,7 @@ pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
             nvml::NvmlBackend::open()?,
             &cfg.nvml,
+            cfg.sample_interval,
         )?),
     })
 }
