@@ -37,7 +37,8 @@ proc_cpu() {
 }
 
 run_exporter() { # interval
-  "$BIN" --source nvml --sample-interval "$1" --web.listen-address 127.0.0.1:$PORT --ingest.socket= 2>"$OUT/exporter-$1.log" &
+  # shellcheck disable=SC2086 # EXPORTER_ARGS: more flags, split on spaces
+  "$BIN" --source nvml --sample-interval "$1" --web.listen-address 127.0.0.1:$PORT --ingest.socket= ${EXPORTER_ARGS:-} 2>"$OUT/exporter-$1.log" &
   EXP=$!
   for _ in $(seq 100); do curl -sf localhost:$PORT/-/ready >/dev/null && break; sleep 0.1; done
   local s0 c0 s1 c1
@@ -60,8 +61,9 @@ run_exporter() { # interval
   nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits
 } > "$OUT/nvidia-smi.txt"
 
-# Floor and exporter alternate, interval by interval; a repeated interval gets a numbered file,
-# so the spread between runs is on record.
+# Floor and exporter alternate, interval by interval (INTERVALS, in ms: 1000ms for the default
+# 1 s); a repeated interval gets a numbered file, so the spread between runs is on record.
+# EXPORTER_ARGS: more exporter flags (e.g. --config FILE to compare settings).
 INTERVALS=${INTERVALS:-10ms 100ms 10ms}
 declare -A round=()
 for interval in $INTERVALS; do

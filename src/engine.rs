@@ -47,6 +47,10 @@ struct GpuState {
     peak_lifetime: Option<u64>,
     first_seen: Time,
     leak_state: LeakState,
+    /// The device's own leak test and the half floor window it was computed in (see
+    /// `ProcState::leak_key`).
+    leak: Option<LeakEstimate>,
+    leak_key: Option<i64>,
     analysis: GpuAnalysis,
 }
 
@@ -222,6 +226,8 @@ impl Engine {
                         peak_lifetime: None,
                         first_seen: t,
                         leak_state: LeakState::default(),
+                        leak: None,
+                        leak_key: None,
                         analysis: GpuAnalysis::default(),
                     });
                     self.gpus.len() - 1
@@ -507,7 +513,12 @@ impl Engine {
 
         // Without per-process data the device's own floor is all there is.
         let g = &mut self.gpus[gi];
-        let device_leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
+        let key = (2.0 * now / self.leak_params.floor_window).floor() as i64;
+        if g.leak_key != Some(key) {
+            g.leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
+            g.leak_key = Some(key);
+        }
+        let device_leak = g.leak;
         let device_flag =
             g.leak_state
                 .update(device_leak.as_ref(), now, self.leak_params.persistence);

@@ -49,7 +49,7 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
 }
 
 /// Theil–Sen and, with `alpha`, the one-sided lower confidence bound of its slope, from one
-/// sort of the pairwise slopes (the O(n² log n) part of every trend fit).
+/// set of pairwise slopes (the O(n²) part of every trend fit).
 pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(Line, f64)> {
     let n = points.len();
     if n < 2 {
@@ -59,20 +59,29 @@ pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(L
     if slopes.is_empty() {
         return None;
     }
-    slopes.sort_by(f64::total_cmp);
+    // Only two or three order statistics are needed: select them rather than sort all
+    // n(n-1)/2 slopes.
     let m = slopes.len();
+    let mid = m / 2;
+    let (below, &mut upper, above) = slopes.select_nth_unstable_by(mid, f64::total_cmp);
     let slope = if m % 2 == 1 {
-        slopes[m / 2]
+        upper
     } else {
-        (slopes[m / 2 - 1] + slopes[m / 2]) / 2.0
+        // The largest of the lower half is the other middle value.
+        (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) / 2.0
     };
+    let lower = alpha.map_or(f64::NEG_INFINITY, |a| match lower_bound_rank(m, n, a) {
+        None => f64::NEG_INFINITY,
+        Some(r) if r < mid => *below.select_nth_unstable_by(r, f64::total_cmp).1,
+        Some(r) if r == mid => upper,
+        Some(r) => *above.select_nth_unstable_by(r - mid - 1, f64::total_cmp).1,
+    });
     let t_ref = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
     let mut residuals: Vec<f64> = points
         .iter()
         .map(|&(t, v)| v - slope * (t - t_ref))
         .collect();
     let intercept = median(&mut residuals)?;
-    let lower = alpha.map_or(f64::NEG_INFINITY, |a| lower_bound_of_sorted(&slopes, n, a));
     Some((
         Line {
             slope,
@@ -93,24 +102,35 @@ pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
     theil_sen_bounded(points, Some(alpha)).map(|(_, lower)| lower)
 }
 
-/// The bound from already sorted pairwise slopes of `n` points.
-fn lower_bound_of_sorted(sorted: &[f64], n: usize, alpha: f64) -> f64 {
+/// The rank (0-based, among the `m` pairwise slopes of `n` points) of the lower bound at level
+/// `1 − alpha`; None where there are too few points for a bound at this level.
+fn lower_bound_rank(m: usize, n: usize, alpha: f64) -> Option<usize> {
     if n < 3 {
-        return f64::NEG_INFINITY;
+        return None;
     }
     let nf = n as f64;
     let var_s = nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0;
     let c = normal_quantile(1.0 - alpha) * var_s.sqrt();
-    let m1 = (sorted.len() as f64 - c) / 2.0;
-    if m1 < 1.0 {
-        // Too few points for a bound at this level: nothing is certain.
-        return f64::NEG_INFINITY;
-    }
-    sorted[(m1.floor() as usize - 1).min(sorted.len() - 1)]
+    let m1 = (m as f64 - c) / 2.0;
+    (m1 >= 1.0).then(|| (m1.floor() as usize - 1).min(m - 1))
 }
 
-/// Inverse of the standard normal CDF, by bisection (it is called rarely, on small inputs).
+/// Inverse of the standard normal CDF, by bisection. Every fit asks for the same level, so the
+/// last answer is kept.
 pub fn normal_quantile(p: f64) -> f64 {
+    thread_local! {
+        static LAST: std::cell::Cell<(f64, f64)> = const { std::cell::Cell::new((f64::NAN, 0.0)) };
+    }
+    let (last_p, last_q) = LAST.get();
+    if last_p == p {
+        return last_q;
+    }
+    let q = bisect_normal_quantile(p);
+    LAST.set((p, q));
+    q
+}
+
+fn bisect_normal_quantile(p: f64) -> f64 {
     let (mut lo, mut hi) = (-10.0, 10.0);
     for _ in 0..100 {
         let mid = (lo + hi) / 2.0;
@@ -268,6 +288,21 @@ mod tests {
             let pts: Vec<(f64, f64)> = (0..n).map(|i| (i as f64 * dt, icpt + slope * i as f64 * dt)).collect();
             let l = theil_sen(&pts).unwrap();
             prop_assert!((l.slope - slope).abs() <= 1e-6 * slope.abs().max(1.0));
+        }
+
+        #[test]
+        fn selected_order_statistics_equal_the_sorted_ones(
+            values in proptest::collection::vec(-1e6f64..1e6, 3..60),
+        ) {
+            let pts: Vec<(f64, f64)> = values.iter().enumerate().map(|(i, v)| (i as f64, *v)).collect();
+            let (line, lower) = theil_sen_bounded(&pts, Some(0.01)).unwrap();
+            let mut sorted = pairwise_slopes(&pts);
+            sorted.sort_by(f64::total_cmp);
+            let m = sorted.len();
+            let median = if m % 2 == 1 { sorted[m / 2] } else { (sorted[m / 2 - 1] + sorted[m / 2]) / 2.0 };
+            prop_assert_eq!(line.slope, median);
+            let want = lower_bound_rank(m, pts.len(), 0.01).map_or(f64::NEG_INFINITY, |r| sorted[r]);
+            prop_assert_eq!(lower, want);
         }
 
         #[test]

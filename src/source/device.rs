@@ -107,9 +107,7 @@ impl<B: Backend> DeviceSource<B> {
                 epoch: Instant::now(),
                 last_sample: AtomicU64::new(0),
                 interval,
-                // Long enough for the calls of a healthy GPU (well under a millisecond),
-                // short enough that the reading is recent when it is picked up.
-                lead: (interval / 2).min(Duration::from_millis(20)),
+                lead: cfg.read_ahead.min(interval / 2),
             }),
             seq: 0,
             read_ahead: 0,
@@ -187,7 +185,7 @@ impl<B: Backend> GpuWorker<B> {
             let last = r.last_sample.load(Ordering::Acquire);
             // Ahead of the sample after `last`; if that one was already read for, ahead of the
             // one after (by then `last` has usually moved on and is checked again on waking).
-            let due = if last == 0 {
+            let due = if last == 0 || r.lead.is_zero() {
                 None
             } else if last != read_ahead_of {
                 Some(r.at(last) + r.interval - r.lead)
@@ -502,6 +500,8 @@ pub mod tests {
         let interval = Duration::from_millis(50);
         let cfg = NvmlConfig {
             deadline: Duration::from_millis(200),
+            // Generous, so that a loaded test machine still wakes the workers in time.
+            read_ahead: Duration::from_millis(20),
             read_comm: false,
             ..NvmlConfig::default()
         };
@@ -527,5 +527,24 @@ pub mod tests {
             "{} of 38 GPU readings were read ahead",
             src.read_ahead
         );
+    }
+
+    #[test]
+    fn without_reading_ahead_every_sample_asks() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 1;
+        let interval = Duration::from_millis(30);
+        let cfg = NvmlConfig {
+            read_ahead: Duration::ZERO,
+            read_comm: false,
+            ..NvmlConfig::default()
+        };
+        let mut src = DeviceSource::new(Arc::clone(&s), &cfg, interval).unwrap();
+        let start = Instant::now();
+        for k in 0..6u32 {
+            std::thread::sleep((start + interval * k).saturating_duration_since(Instant::now()));
+            assert!(src.sample(f64::from(k)).gpus[0].is_up());
+        }
+        assert_eq!(src.read_ahead, 0);
     }
 }
