@@ -116,6 +116,7 @@ fn nvml_config(deadline_ms: u64, proc_root: &Path) -> NvmlConfig {
         deadline: Duration::from_millis(deadline_ms),
         read_comm: true,
         proc_root: proc_root.to_path_buf(),
+        ..NvmlConfig::default()
     }
 }
 
