@@ -1,7 +1,7 @@
 //! The exporter: a sampler thread feeding the engine, and the HTTP servers reading snapshots.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -35,6 +35,42 @@ pub fn source_clock(cfg: &Config) -> Arc<dyn Fn() -> Time + Send + Sync> {
     }
 }
 
+/// The request to stop, which also wakes the sampler from its wait for the next tick: it then
+/// sleeps exactly once per sample, where polling a flag would wake it every few milliseconds.
+#[derive(Default)]
+pub struct Stop {
+    stopped: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Stop {
+    pub fn set(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.wake.notify_all();
+    }
+
+    pub fn is_set(&self) -> bool {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until `deadline` or a stop, whichever comes first; true when stopped.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        while !*stopped {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            stopped = self
+                .wake
+                .wait_timeout(stopped, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *stopped
+    }
+}
+
 /// Everything the sampler and the servers share.
 #[derive(Clone)]
 pub struct Shared {
@@ -42,7 +78,7 @@ pub struct Shared {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub counters: Arc<Counters>,
     pub ready: Arc<AtomicBool>,
-    pub stop: Arc<AtomicBool>,
+    pub stop: Arc<Stop>,
     /// Source time of the last published snapshot.
     last_publish: Arc<Mutex<Option<Time>>>,
 }
@@ -62,7 +98,7 @@ impl Shared {
             })),
             counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(Stop::default()),
             last_publish: Arc::new(Mutex::new(None)),
         }
     }
@@ -112,7 +148,7 @@ pub fn spawn_sampler(
         .name("sampler".into())
         .spawn(move || {
             let mut next = Instant::now();
-            while !shared.stop.load(Ordering::Acquire) {
+            while !shared.stop.is_set() {
                 shared.step(source.as_mut(), clock());
                 next += interval;
                 let now = Instant::now();
@@ -120,19 +156,15 @@ pub fn spawn_sampler(
                     // Fell behind (a slow GPU): skip the missed ticks rather than burst.
                     next = now + interval;
                 }
-                while !shared.stop.load(Ordering::Acquire) {
-                    let left = next.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    std::thread::sleep(left.min(Duration::from_millis(100)));
+                if shared.stop.wait_until(next) {
+                    break;
                 }
             }
         })
         .expect("spawn the sampler thread")
 }
 
-async fn shutdown_signal(stop: Arc<AtomicBool>) {
+async fn shutdown_signal(stop: Arc<Stop>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
@@ -140,7 +172,7 @@ async fn shutdown_signal(stop: Arc<AtomicBool>) {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
-    stop.store(true, Ordering::Release);
+    stop.set();
 }
 
 pub fn run(cfg: Config) -> anyhow::Result<()> {

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -499,7 +498,7 @@ pub fn run(cfg: &Config, args: TopArgs) -> anyhow::Result<ExitCode> {
         }
     })();
     ratatui::restore();
-    shared.stop.store(true, Ordering::Release);
+    shared.stop.set();
     let _ = sampler.join();
     result.map(|()| ExitCode::SUCCESS)
 }
