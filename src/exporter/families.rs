@@ -510,72 +510,67 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         },
     )?;
 
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_cached_unallocated_ratio",
-            None,
-            "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (the seeds' fragmentation ratio).",
+    type OfGpu = fn(&GpuView) -> Option<f64>;
+    type OfProcess = fn(&ProcessView) -> Option<f64>;
+    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 6] = [
+        (
+            gauge(
+                "gpumem_cached_unallocated_ratio",
+                None,
+                "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (the seeds' fragmentation ratio).",
+            ),
+            |g| g.cached_unallocated,
+            |p| p.cached_unallocated,
         ),
-        s,
-        |g| g.cached_unallocated,
-        |p| p.cached_unallocated,
-    )?;
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_fragmentation_ratio",
-            None,
-            "Share of free cached memory that cannot serve a large request: 1 - largest free block / free cached bytes.",
+        (
+            gauge(
+                "gpumem_fragmentation_ratio",
+                None,
+                "Share of the free cache stranded in split segments: inactive split bytes / free cached bytes (1 - largest free block / free cached bytes where the allocator reports no split bytes).",
+            ),
+            |g| g.fragmentation,
+            |p| p.fragmentation,
         ),
-        s,
-        |g| g.fragmentation,
-        |p| p.fragmentation,
-    )?;
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_leak_slope_bytes_per_second",
-            Some("bytes_per_second"),
-            "Robust (Theil-Sen) slope of the memory floor after warm-up.",
+        (
+            gauge(
+                "gpumem_leak_slope_bytes_per_second",
+                Some("bytes_per_second"),
+                "Robust (Theil-Sen) slope of the memory floor after warm-up.",
+            ),
+            |g| g.leak_slope,
+            |p| p.leak_slope,
         ),
-        s,
-        |g| g.leak_slope,
-        |p| p.leak_slope,
-    )?;
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_leak_suspected",
-            None,
-            "1 while the memory floor rises faster than the leak threshold, significantly and persistently.",
+        (
+            gauge(
+                "gpumem_leak_suspected",
+                None,
+                "1 while the memory floor rises faster than the leak threshold, significantly and persistently.",
+            ),
+            |g| g.up.then_some(g.leak_suspected as u8 as f64),
+            |p| Some(p.leak_suspected as u8 as f64),
         ),
-        s,
-        |g| g.up.then_some(g.leak_suspected as u8 as f64),
-        |p| Some(p.leak_suspected as u8 as f64),
-    )?;
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_oom_eta_seconds",
-            Some("seconds"),
-            "Predicted seconds until an allocation on this GPU fails; present only while memory is on course to run out.",
+        (
+            gauge(
+                "gpumem_oom_eta_seconds",
+                Some("seconds"),
+                "Predicted seconds until an allocation on this GPU fails; present only while memory is on course to run out.",
+            ),
+            |g| g.eta_seconds,
+            |_| None,
         ),
-        s,
-        |g| g.eta_seconds,
-        |_| None,
-    )?;
-    gpu_and_process(
-        sink,
-        gauge(
-            "gpumem_oom_risk_level",
-            None,
-            "Out-of-memory risk: 0 low, 1 medium, 2 high, 3 critical.",
+        (
+            gauge(
+                "gpumem_oom_risk_level",
+                None,
+                "Out-of-memory risk: 0 low, 1 medium, 2 high, 3 critical.",
+            ),
+            |g| g.up.then_some(g.risk as u8 as f64),
+            |p| Some(p.risk as u8 as f64),
         ),
-        s,
-        |g| g.up.then_some(g.risk as u8 as f64),
-        |p| Some(p.risk as u8 as f64),
-    )?;
+    ];
+    for (desc, of_gpu, of_process) in per_gpu_and_process {
+        gpu_and_process(sink, desc, s, of_gpu, of_process)?;
+    }
     sink.family(
         &gauge(
             "gpumem_oom_risk_info",
