@@ -887,3 +887,58 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
         i.join().expect("an ingest request saw a broken answer");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// (d) Scrapers that stop reading.
+
+#[test]
+fn scrapers_that_stop_reading_are_dropped_and_others_still_get_whole_answers() {
+    // A body of several MB: far more than the socket buffers of a client that reads nothing.
+    let ex = start_exporter(
+        "history:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
+        &["--sample-interval", "1s"],
+    );
+    // More stalled scrapes than are encoded at once: they hold every encoder.
+    let stalled: Vec<TcpStream> = (0..12)
+        .map(|_| {
+            let s = TcpStream::connect(("127.0.0.1", ex.port)).unwrap();
+            (&s).write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A scrape behind them is answered, whole, once the stalled ones are given up on.
+    let started = Instant::now();
+    assert_eq!(
+        scrape_outcome(ex.port, Duration::ZERO),
+        Outcome::Complete,
+        "a scrape behind stalled ones"
+    );
+    eprintln!("stalled: a scrape behind 12 stalled ones took {:?}", started.elapsed());
+    // The stalled clients, reading at last: those given up on get a cut-off body (no
+    // terminating chunk); those that waited for an encoder get the whole body. None gets a
+    // short body that looks complete.
+    let mut cut_off = 0;
+    for s in stalled {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut raw = Vec::new();
+        let _ = (&s).read_to_end(&mut raw);
+        match read_response(&mut &raw[..]) {
+            Err(_) => cut_off += 1,
+            Ok((status, body)) => {
+                assert_eq!(status, 200);
+                let body = String::from_utf8_lossy(&body);
+                let last = body.lines().last().unwrap_or("");
+                assert!(
+                    last.starts_with("gpumem_ingest_rejected_total"),
+                    "a short body that looks complete: ends {last:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        cut_off >= gpumem_exporter::exporter::http::MAX_CONCURRENT_SCRAPES,
+        "{cut_off} stalled scrapes were given up on"
+    );
+}

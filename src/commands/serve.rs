@@ -262,6 +262,7 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         counters: Arc::clone(&shared.counters),
         ready: Arc::clone(&shared.ready),
         telemetry_path: cfg.web.telemetry_path.clone(),
+        encoders: Arc::new(tokio::sync::Semaphore::new(http::MAX_CONCURRENT_SCRAPES)),
     });
     tracing::info!(address = %addr, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
     let rx = stop_rx.clone();

@@ -24,22 +24,36 @@ pub struct WebState {
     pub counters: Arc<Counters>,
     pub ready: Arc<AtomicBool>,
     pub telemetry_path: String,
+    /// Scrapes being encoded at once (`MAX_CONCURRENT_SCRAPES`).
+    pub encoders: Arc<tokio::sync::Semaphore>,
 }
+
+/// Scrapes encoded at once; more wait for their turn without holding a thread. Each one in
+/// progress holds a blocking thread and about two chunks.
+pub const MAX_CONCURRENT_SCRAPES: usize = 8;
+/// A scraper that takes no chunk for this long is dropped, so that slow or stalled clients
+/// cannot keep the encoders busy.
+const CHUNK_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Hands the body to the connection in chunks while it is encoded, so a scrape holds about
 /// one chunk of it, not the whole (1.8 MB at 8 GPUs × 64 processes) per connection.
 struct ChunkWriter {
     buf: String,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl ChunkWriter {
     const CHUNK: usize = 64 * 1024;
 
-    fn new(tx: mpsc::Sender<Result<Bytes, std::io::Error>>) -> Self {
+    fn new(
+        tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
         ChunkWriter {
             buf: String::with_capacity(Self::CHUNK + 4096),
             tx,
+            runtime,
         }
     }
 
@@ -48,10 +62,12 @@ impl ChunkWriter {
             return Ok(());
         }
         let chunk = std::mem::replace(&mut self.buf, String::with_capacity(Self::CHUNK + 4096));
-        // Fails only when the client has gone: stop encoding.
-        self.tx
-            .blocking_send(Ok(Bytes::from(chunk)))
-            .map_err(|_| std::fmt::Error)
+        // Fails when the client has gone or stopped reading: stop encoding.
+        let send = tokio::time::timeout(CHUNK_SEND_TIMEOUT, self.tx.send(Ok(Bytes::from(chunk))));
+        match self.runtime.block_on(send) {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(std::fmt::Error),
+        }
     }
 }
 
@@ -71,22 +87,40 @@ async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let openmetrics = encode::wants_openmetrics(accept);
     let (tx, rx) = mpsc::channel(2);
+    let Ok(permit) = Arc::clone(&st.encoders).acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let runtime = tokio::runtime::Handle::current();
+    // Set once the last chunk is handed over: a stream that ends without it (the encoder
+    // failed, or gave up on a client that stopped reading) ends in an error, so the body is
+    // cut off without its terminating chunk and the scraper sees a failed scrape, never a
+    // short one.
+    let complete = Arc::new(AtomicBool::new(false));
+    let encoder_done = Arc::clone(&complete);
     tokio::task::spawn_blocking(move || {
-        let mut w = ChunkWriter::new(tx.clone());
+        let _permit = permit;
+        let mut w = ChunkWriter::new(tx, runtime);
         let done = if openmetrics {
             encode::openmetrics(snap, counters, VERSION, &mut w)
         } else {
             encode::text(&snap, &counters, VERSION, &mut w)
         }
         .and_then(|()| w.flush());
-        if done.is_err() {
-            // An error ends the chunked body without its last chunk, so the scraper sees a
-            // failed scrape rather than a short one.
-            let _ = tx.blocking_send(Err(std::io::Error::other("encoding the scrape failed")));
-        }
+        encoder_done.store(done.is_ok(), Ordering::Release);
     });
-    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (chunk, rx))
+    let chunks = futures_util::stream::unfold(Some(rx), move |rx| {
+        let complete = Arc::clone(&complete);
+        async move {
+            let mut rx = rx?;
+            match rx.recv().await {
+                Some(chunk) => Some((chunk, Some(rx))),
+                None if complete.load(Ordering::Acquire) => None,
+                None => Some((
+                    Err(std::io::Error::other("encoding the scrape failed")),
+                    None,
+                )),
+            }
+        }
     });
     let ct = if openmetrics {
         encode::OPENMETRICS_CONTENT_TYPE
