@@ -902,8 +902,10 @@ fn scrapers_that_stop_reading_are_dropped_and_others_still_get_whole_answers() {
     let stalled: Vec<TcpStream> = (0..12)
         .map(|_| {
             let s = TcpStream::connect(("127.0.0.1", ex.port)).unwrap();
-            (&s).write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                .unwrap();
+            (&s).write_all(
+                b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+            )
+            .unwrap();
             s
         })
         .collect();
@@ -915,7 +917,10 @@ fn scrapers_that_stop_reading_are_dropped_and_others_still_get_whole_answers() {
         Outcome::Complete,
         "a scrape behind stalled ones"
     );
-    eprintln!("stalled: a scrape behind 12 stalled ones took {:?}", started.elapsed());
+    eprintln!(
+        "stalled: a scrape behind 12 stalled ones took {:?}",
+        started.elapsed()
+    );
     // The stalled clients, reading at last: those given up on get a cut-off body (no
     // terminating chunk); those that waited for an encoder get the whole body. None gets a
     // short body that looks complete.

@@ -283,6 +283,13 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
             });
         }
         None => {
+            use axum::serve::ListenerExt;
+            // A scrape is written in chunks as it is encoded: without TCP_NODELAY, Nagle's
+            // algorithm holds the last small segment back for the client's delayed ACK (about
+            // 40 ms a scrape), as the web-config server already avoids.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             tasks.spawn(async move {
                 axum::serve(listener, web)
                     .with_graceful_shutdown(wait_stop(rx))
