@@ -622,7 +622,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         gauge(
             "gpumem_exporter_sample_duration_seconds",
             Some("seconds"),
-            "Wall time of the last sample of all GPUs.",
+            "Wall time the last sample's GPU queries took: the slowest GPU's, up to the deadline.",
         ),
         &[],
         c.sample_duration(),

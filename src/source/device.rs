@@ -58,8 +58,9 @@ impl Rhythm {
 struct Slot {
     /// Set while the worker is inside a backend call.
     reading_since: Option<Instant>,
-    /// A reading taken ahead of a sample and not yet picked up.
-    ahead: Option<(Instant, GpuReading)>,
+    /// A reading taken ahead of a sample and not yet picked up: when it began, how long the
+    /// calls took, and what they returned.
+    ahead: Option<(Instant, Duration, GpuReading)>,
     /// The sample waiting for the call in progress.
     wanted: Option<u64>,
 }
@@ -220,7 +221,8 @@ impl<B: Backend> GpuWorker<B> {
     /// Read the GPU; answer the sample `asked` (or one that started waiting meanwhile), or
     /// leave the reading ahead for the next sample. False when the sampler is gone.
     fn deliver(&mut self, asked: Option<u64>) -> bool {
-        lock(&self.slot).reading_since = Some(Instant::now());
+        let began = Instant::now();
+        lock(&self.slot).reading_since = Some(began);
         let reading = self.read();
         let answer = {
             let mut slot = lock(&self.slot);
@@ -228,7 +230,7 @@ impl<B: Backend> GpuWorker<B> {
             match slot.wanted.take().or(asked) {
                 Some(seq) => Some((seq, reading)),
                 None => {
-                    slot.ahead = Some((Instant::now(), reading));
+                    slot.ahead = Some((began, began.elapsed(), reading));
                     None
                 }
             }
@@ -307,12 +309,18 @@ impl<B: Backend> Source for DeviceSource<B> {
         let mut answers: Vec<Option<GpuReading>> = vec![None; n];
         // Each worker asked, with when its answer is due.
         let mut waiting: Vec<(usize, Instant)> = Vec::new();
+        // What the sample took is what its GPUs' calls took, some of which began before it:
+        // readings taken ahead (the slowest of them), and calls already running when it came
+        // (from the earliest start).
+        let mut slowest_ahead = Duration::ZERO;
+        let mut earliest = started;
         for (i, w) in self.workers.iter().enumerate() {
             let mut slot = lock(&w.slot);
             // A reading taken since the previous sample is this sample's.
-            if let Some((at, reading)) = slot.ahead.take() {
-                if previous != 0 && at >= self.rhythm.at(previous) {
+            if let Some((began, took, reading)) = slot.ahead.take() {
+                if previous != 0 && began >= self.rhythm.at(previous) {
                     answers[i] = Some(reading);
+                    slowest_ahead = slowest_ahead.max(took);
                     self.read_ahead += 1;
                     continue;
                 }
@@ -324,6 +332,7 @@ impl<B: Backend> Source for DeviceSource<B> {
                     answers[i] = Some(self.down(i as u32, ErrorKind::Timeout));
                 } else {
                     slot.wanted = Some(seq);
+                    earliest = earliest.min(since);
                     waiting.push((i, since + self.deadline));
                 }
                 continue;
@@ -376,7 +385,7 @@ impl<B: Backend> Source for DeviceSource<B> {
             t,
             gpus,
             reports: vec![],
-            duration_seconds: started.elapsed().as_secs_f64(),
+            duration_seconds: earliest.elapsed().max(slowest_ahead).as_secs_f64(),
             reinitialised,
         }
     }
@@ -396,6 +405,8 @@ pub mod tests {
         pub lost: Mutex<Vec<u32>>,
         pub driver_gone: AtomicBool,
         pub inits: Mutex<u32>,
+        /// Every memory call takes this long.
+        pub slow: Mutex<Duration>,
     }
 
     impl Backend for Arc<Scripted> {
@@ -418,6 +429,7 @@ pub mod tests {
             if self.hang.lock().unwrap().contains(&index) {
                 std::thread::sleep(Duration::from_millis(300));
             }
+            std::thread::sleep(*self.slow.lock().unwrap());
             if self.driver_gone.load(Ordering::SeqCst) {
                 return Err(ErrorKind::Driver);
             }
@@ -493,39 +505,57 @@ pub mod tests {
         assert!(*s.inits.lock().unwrap() >= 2);
     }
 
+    /// Sample `s`'s GPUs `samples` times on a regular rhythm; `each` sees every observation.
+    /// Returns how many GPU readings were found read ahead.
+    fn sample_regularly(
+        s: &Arc<Scripted>,
+        interval: Duration,
+        read_ahead: Duration,
+        samples: u32,
+        mut each: impl FnMut(u32, &Observation),
+    ) -> u64 {
+        let cfg = NvmlConfig {
+            deadline: Duration::from_millis(200),
+            read_ahead,
+            read_comm: false,
+            ..NvmlConfig::default()
+        };
+        let mut src = DeviceSource::new(Arc::clone(s), &cfg, interval).unwrap();
+        let start = Instant::now();
+        for k in 0..samples {
+            std::thread::sleep((start + interval * k).saturating_duration_since(Instant::now()));
+            each(k, &src.sample(f64::from(k)));
+        }
+        src.read_ahead
+    }
+
     #[test]
     fn a_regular_sampler_finds_readings_taken_ahead_and_changes_show() {
         let s = Arc::new(Scripted::default());
         *s.count.lock().unwrap() = 2;
-        let interval = Duration::from_millis(50);
-        let cfg = NvmlConfig {
-            deadline: Duration::from_millis(200),
-            // Generous, so that a loaded test machine still wakes the workers in time.
-            read_ahead: Duration::from_millis(20),
-            read_comm: false,
-            ..NvmlConfig::default()
-        };
-        let mut src = DeviceSource::new(Arc::clone(&s), &cfg, interval).unwrap();
-        let start = Instant::now();
-        for k in 0..20u32 {
-            if k == 10 {
-                s.lost.lock().unwrap().push(1);
-            }
-            std::thread::sleep((start + interval * k).saturating_duration_since(Instant::now()));
-            let o = src.sample(f64::from(k));
-            assert_eq!(o.gpus.len(), 2);
-            assert!(o.gpus[0].is_up(), "sample {k}");
-            // A change shows within one sample: the reading ahead may predate it.
-            if k >= 12 {
-                assert_eq!(o.gpus[1].errors, vec![ErrorKind::GpuLost], "sample {k}");
-            }
-        }
+        // A generous read-ahead, so that a loaded test machine still wakes the workers in time.
+        let read_ahead = sample_regularly(
+            &s,
+            Duration::from_millis(50),
+            Duration::from_millis(20),
+            20,
+            |k, o| {
+                assert_eq!(o.gpus.len(), 2);
+                assert!(o.gpus[0].is_up(), "sample {k}");
+                // A change shows within one sample: the reading ahead may predate it.
+                if k >= 12 {
+                    assert_eq!(o.gpus[1].errors, vec![ErrorKind::GpuLost], "sample {k}");
+                }
+                if k == 9 {
+                    s.lost.lock().unwrap().push(1);
+                }
+            },
+        );
         // The first sample has to ask; on a regular rhythm most of the rest need not. (Loose:
         // a loaded machine may wake a worker late now and then.)
         assert!(
-            src.read_ahead >= 20,
-            "{} of 38 GPU readings were read ahead",
-            src.read_ahead
+            read_ahead >= 20,
+            "{read_ahead} of 38 GPU readings were read ahead"
         );
     }
 
@@ -533,18 +563,33 @@ pub mod tests {
     fn without_reading_ahead_every_sample_asks() {
         let s = Arc::new(Scripted::default());
         *s.count.lock().unwrap() = 1;
-        let interval = Duration::from_millis(30);
-        let cfg = NvmlConfig {
-            read_ahead: Duration::ZERO,
-            read_comm: false,
-            ..NvmlConfig::default()
-        };
-        let mut src = DeviceSource::new(Arc::clone(&s), &cfg, interval).unwrap();
-        let start = Instant::now();
-        for k in 0..6u32 {
-            std::thread::sleep((start + interval * k).saturating_duration_since(Instant::now()));
-            assert!(src.sample(f64::from(k)).gpus[0].is_up());
-        }
-        assert_eq!(src.read_ahead, 0);
+        let read_ahead =
+            sample_regularly(&s, Duration::from_millis(30), Duration::ZERO, 6, |_, o| {
+                assert!(o.gpus[0].is_up());
+            });
+        assert_eq!(read_ahead, 0);
+    }
+
+    #[test]
+    fn a_sample_takes_as_long_as_its_slowest_gpu_even_when_read_ahead() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 2;
+        *s.slow.lock().unwrap() = Duration::from_millis(25);
+        let read_ahead = sample_regularly(
+            &s,
+            Duration::from_millis(100),
+            Duration::from_millis(40),
+            6,
+            |k, o| {
+                assert!(o.gpus.iter().all(|g| g.is_up()), "sample {k}");
+                // gpumem_exporter_sample_duration_seconds: the GPU calls, wherever they ran.
+                assert!(
+                    o.duration_seconds >= 0.025,
+                    "sample {k}: {}",
+                    o.duration_seconds
+                );
+            },
+        );
+        assert!(read_ahead > 0, "no reading was taken ahead");
     }
 }
