@@ -83,8 +83,8 @@ struct ProcState {
     components: Vec<Component>,
     leak_state: LeakState,
     leak: Option<LeakEstimate>,
-    /// The half floor window `leak` was computed in: its floor points change only when a
-    /// window closes or fills halfway, so the O(n²) fit runs twice per window, not every second.
+    /// The half floor window (`LeakParams::half_window`) and the reporting state `leak` was
+    /// computed for: the fit runs twice per floor window, not every second.
     leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
     eta_trend: Option<Trend>,
@@ -261,8 +261,7 @@ impl Engine {
                 st.nvml_used = Some(p.used_bytes);
                 // The analysis reads NVML's bytes only for a process that does not report:
                 // keeping both histories would double the memory of every reporting process.
-                let reporting = st.last_report.is_some_and(|r| t - r <= report_ttl);
-                if reporting {
+                if st.reporting(t, report_ttl) {
                     if !st.nvml_series.is_empty() {
                         st.nvml_series.clear();
                     }
@@ -427,7 +426,7 @@ impl Engine {
         let eta_warmup = self.cfg.analysis.eta_warmup.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.reporting(now, ttl);
-            let key = ((2.0 * now / lp.floor_window).floor() as i64, reporting);
+            let key = (lp.half_window(now), reporting);
             let series = p.demand_series(reporting);
             let estimate =
                 (p.leak_key != Some(key)).then(|| leak::estimate(series, p.first_seen, now, &lp));
@@ -513,7 +512,7 @@ impl Engine {
 
         // Without per-process data the device's own floor is all there is.
         let g = &mut self.gpus[gi];
-        let key = (2.0 * now / self.leak_params.floor_window).floor() as i64;
+        let key = self.leak_params.half_window(now);
         if g.leak_key != Some(key) {
             g.leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
             g.leak_key = Some(key);

@@ -20,10 +20,6 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// The bucket's representative time: the middle of its span.
-    pub fn mid(&self, resolution: f64) -> Time {
-        self.t + resolution / 2.0
-    }
     pub fn min(&self) -> f64 {
         self.min as f64
     }
@@ -118,13 +114,19 @@ impl Series {
     pub fn is_empty(&self) -> bool {
         self.fine.is_empty()
     }
-    pub fn len(&self) -> usize {
-        self.fine.len()
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.fine.buckets.len()
     }
-    pub fn last(&self) -> Option<(Time, f64)> {
-        self.fine.last()
+    #[cfg(test)]
+    fn last(&self) -> Option<(Time, f64)> {
+        self.fine
+            .buckets
+            .back()
+            .map(|b| (self.fine.last_t, b.last as f64))
     }
-    pub fn first_time(&self) -> Option<Time> {
+    #[cfg(test)]
+    fn first_time(&self) -> Option<Time> {
         self.coarse
             .as_ref()
             .and_then(|c| c.first_time())
@@ -142,7 +144,8 @@ impl Series {
             c.clear();
         }
     }
-    pub fn heap_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
         self.fine.heap_bytes() + self.coarse.as_ref().map_or(0, Tier::heap_bytes)
     }
 }
@@ -247,14 +250,6 @@ impl Tier {
         self.buckets.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.buckets.len()
-    }
-
-    pub fn last(&self) -> Option<(Time, f64)> {
-        self.buckets.back().map(|b| (self.last_t, b.last as f64))
-    }
-
     pub fn first_time(&self) -> Option<Time> {
         self.buckets.front().map(|b| self.view(b).t)
     }
@@ -278,7 +273,8 @@ impl Tier {
     }
 
     /// Bytes held by the buckets.
-    pub fn heap_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
         self.buckets.capacity() * std::mem::size_of::<Stored>()
     }
 }

@@ -28,6 +28,12 @@ impl LeakParams {
             significance: a.leak_significance,
         }
     }
+
+    /// The half floor window `now` falls in. The leak test's floor points change only when a
+    /// window closes or fills halfway, so its O(n²) fit need run only when this changes.
+    pub fn half_window(&self, now: f64) -> i64 {
+        (2.0 * now / self.floor_window).floor() as i64
+    }
 }
 
 /// The leak test at one moment, before persistence is applied.

@@ -114,8 +114,7 @@ pub fn confidence(reason: RiskReason, trend: Option<&Trend>) -> f64 {
     round(c.clamp(0.0, 1.0), 2)
 }
 
-/// Per GPU: the demand series the forecast reads (allocator allocated where processes report,
-/// NVML used otherwise), to fit the floor trend behind the confidence.
+/// Per GPU: its risk level over the run, its worst moment and its last assessment.
 struct DeviceState {
     index: u32,
     uuid: String,

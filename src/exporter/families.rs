@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::ingest::report::RejectReason;
+use crate::ingest::report::{DeviceStats, RejectReason};
 use crate::model::ErrorKind;
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 
@@ -77,9 +77,7 @@ pub struct Series {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     pub name: &'static str,
-    pub help: &'static str,
     pub kind: Kind,
-    pub unit: Option<&'static str>,
     pub series: Vec<Series>,
 }
 
@@ -208,6 +206,11 @@ const fn counter(name: &'static str, help: &'static str) -> Desc {
     }
 }
 
+/// A reading of the process's latest allocator report.
+fn alloc(p: &ProcessView, field: fn(&DeviceStats) -> Option<u64>) -> Option<f64> {
+    p.allocator.as_ref().and_then(field).map(|v| v as f64)
+}
+
 /// One family per GPU (`gpu`, `uuid`) and per process (`gpu`, `uuid`, `pid`, `comm`, pod
 /// labels) from two optional readings.
 fn gpu_and_process(
@@ -318,35 +321,28 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         },
     )?;
 
-    let process_family =
-        |sink: &mut dyn Sink, desc: Desc, of: &dyn Fn(&ProcessView) -> Option<f64>| {
-            sink.family(&desc, &|e| {
-                for p in procs {
-                    if let Some(v) = of(p) {
-                        e(process_labels(p).get(), v)?;
-                    }
-                }
-                Ok(())
-            })
-        };
-    process_family(
-        sink,
-        gauge(
-            "gpumem_process_used_bytes",
-            Some("bytes"),
-            "GPU memory NVML attributes to the process (allocator reserved plus CUDA context and libraries).",
+    // The numeric families with one series per process and, for some, one per GPU.
+    type OfGpu = fn(&GpuView) -> Option<f64>;
+    type OfProcess = fn(&ProcessView) -> Option<f64>;
+    let no_gpu: OfGpu = |_| None;
+    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 17] = [
+        (
+            gauge(
+                "gpumem_process_used_bytes",
+                Some("bytes"),
+                "GPU memory NVML attributes to the process (allocator reserved plus CUDA context and libraries).",
+            ),
+            no_gpu,
+            |p| p.nvml_used.map(|v| v as f64),
         ),
-        &|p| p.nvml_used.map(|v| v as f64),
-    )?;
-    type AllocField = fn(&crate::ingest::report::DeviceStats) -> Option<u64>;
-    let alloc_families: [(Desc, AllocField); 6] = [
         (
             gauge(
                 "gpumem_process_allocated_bytes",
                 Some("bytes"),
                 "Bytes in live tensors, as the process's allocator reports.",
             ),
-            |a| Some(a.allocated_bytes),
+            no_gpu,
+            |p| alloc(p, |a| Some(a.allocated_bytes)),
         ),
         (
             gauge(
@@ -354,7 +350,8 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 Some("bytes"),
                 "Bytes the process's allocator holds from the driver (allocated plus cache).",
             ),
-            |a| Some(a.reserved_bytes),
+            no_gpu,
+            |p| alloc(p, |a| Some(a.reserved_bytes)),
         ),
         (
             gauge(
@@ -362,7 +359,8 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 Some("bytes"),
                 "Bytes in active allocator blocks.",
             ),
-            |a| a.active_bytes,
+            no_gpu,
+            |p| alloc(p, |a| a.active_bytes),
         ),
         (
             gauge(
@@ -370,7 +368,8 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 Some("bytes"),
                 "Free bytes inside partly used (split) segments.",
             ),
-            |a| a.inactive_split_bytes,
+            no_gpu,
+            |p| alloc(p, |a| a.inactive_split_bytes),
         ),
         (
             gauge(
@@ -378,7 +377,8 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 None,
                 "Segments the allocator holds.",
             ),
-            |a| a.segments,
+            no_gpu,
+            |p| alloc(p, |a| a.segments),
         ),
         (
             gauge(
@@ -386,50 +386,101 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 Some("bytes"),
                 "The allocator's own peak of allocated bytes.",
             ),
-            |a| a.allocated_peak_bytes,
+            no_gpu,
+            |p| alloc(p, |a| a.allocated_peak_bytes),
         ),
-    ];
-    let alloc = |p: &ProcessView, field: AllocField| p.allocator.as_ref().and_then(field);
-    for (desc, field) in alloc_families {
-        process_family(sink, desc, &|p| alloc(p, field).map(|v| v as f64))?;
-    }
-    process_family(
-        sink,
-        gauge(
-            "gpumem_process_largest_free_block_bytes",
-            Some("bytes"),
-            "The largest free cached block: the biggest request the cache can serve without the driver.",
+        (
+            gauge(
+                "gpumem_process_largest_free_block_bytes",
+                Some("bytes"),
+                "The largest free cached block: the biggest request the cache can serve without the driver.",
+            ),
+            no_gpu,
+            |p| p.largest_free_block.map(|v| v as f64),
         ),
-        &|p| p.largest_free_block.map(|v| v as f64),
-    )?;
-    let alloc_counters: [(Desc, AllocField); 2] = [
         (
             counter(
                 "gpumem_process_alloc_retries_total",
                 "Times the allocator freed its cache and retried an allocation.",
             ),
-            |a| a.alloc_retries,
+            no_gpu,
+            |p| alloc(p, |a| a.alloc_retries),
         ),
         (
             counter(
                 "gpumem_process_ooms_total",
                 "Out-of-memory errors the allocator raised.",
             ),
-            |a| a.ooms,
+            no_gpu,
+            |p| alloc(p, |a| a.ooms),
+        ),
+        (
+            gauge(
+                "gpumem_process_overhead_bytes",
+                Some("bytes"),
+                "Memory outside the allocator: NVML used minus allocator reserved (CUDA context, libraries, NCCL).",
+            ),
+            no_gpu,
+            |p| p.overhead,
+        ),
+        (
+            gauge(
+                "gpumem_cached_unallocated_ratio",
+                None,
+                "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (the seeds' fragmentation ratio).",
+            ),
+            |g| g.cached_unallocated,
+            |p| p.cached_unallocated,
+        ),
+        (
+            gauge(
+                "gpumem_fragmentation_ratio",
+                None,
+                "Share of the free cache stranded in split segments: inactive split bytes / free cached bytes (1 - largest free block / free cached bytes where the allocator reports no split bytes).",
+            ),
+            |g| g.fragmentation,
+            |p| p.fragmentation,
+        ),
+        (
+            gauge(
+                "gpumem_leak_slope_bytes_per_second",
+                Some("bytes_per_second"),
+                "Robust (Theil-Sen) slope of the memory floor after warm-up.",
+            ),
+            |g| g.leak_slope,
+            |p| p.leak_slope,
+        ),
+        (
+            gauge(
+                "gpumem_leak_suspected",
+                None,
+                "1 while the memory floor rises faster than the leak threshold, significantly and persistently.",
+            ),
+            |g| g.up.then_some(g.leak_suspected as u8 as f64),
+            |p| Some(p.leak_suspected as u8 as f64),
+        ),
+        (
+            gauge(
+                "gpumem_oom_eta_seconds",
+                Some("seconds"),
+                "Predicted seconds until an allocation on this GPU fails; present only while memory is on course to run out.",
+            ),
+            |g| g.eta_seconds,
+            |_| None,
+        ),
+        (
+            gauge(
+                "gpumem_oom_risk_level",
+                None,
+                "Out-of-memory risk: 0 low, 1 medium, 2 high, 3 critical.",
+            ),
+            |g| g.up.then_some(g.risk as u8 as f64),
+            |p| Some(p.risk as u8 as f64),
         ),
     ];
-    for (desc, field) in alloc_counters {
-        process_family(sink, desc, &|p| alloc(p, field).map(|v| v as f64))?;
+    for (desc, of_gpu, of_process) in per_gpu_and_process {
+        gpu_and_process(sink, desc, s, of_gpu, of_process)?;
     }
-    process_family(
-        sink,
-        gauge(
-            "gpumem_process_overhead_bytes",
-            Some("bytes"),
-            "Memory outside the allocator: NVML used minus allocator reserved (CUDA context, libraries, NCCL).",
-        ),
-        &|p| p.overhead,
-    )?;
     sink.family(
         &gauge(
             "gpumem_process_info",
@@ -510,67 +561,6 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         },
     )?;
 
-    type OfGpu = fn(&GpuView) -> Option<f64>;
-    type OfProcess = fn(&ProcessView) -> Option<f64>;
-    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 6] = [
-        (
-            gauge(
-                "gpumem_cached_unallocated_ratio",
-                None,
-                "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (the seeds' fragmentation ratio).",
-            ),
-            |g| g.cached_unallocated,
-            |p| p.cached_unallocated,
-        ),
-        (
-            gauge(
-                "gpumem_fragmentation_ratio",
-                None,
-                "Share of the free cache stranded in split segments: inactive split bytes / free cached bytes (1 - largest free block / free cached bytes where the allocator reports no split bytes).",
-            ),
-            |g| g.fragmentation,
-            |p| p.fragmentation,
-        ),
-        (
-            gauge(
-                "gpumem_leak_slope_bytes_per_second",
-                Some("bytes_per_second"),
-                "Robust (Theil-Sen) slope of the memory floor after warm-up.",
-            ),
-            |g| g.leak_slope,
-            |p| p.leak_slope,
-        ),
-        (
-            gauge(
-                "gpumem_leak_suspected",
-                None,
-                "1 while the memory floor rises faster than the leak threshold, significantly and persistently.",
-            ),
-            |g| g.up.then_some(g.leak_suspected as u8 as f64),
-            |p| Some(p.leak_suspected as u8 as f64),
-        ),
-        (
-            gauge(
-                "gpumem_oom_eta_seconds",
-                Some("seconds"),
-                "Predicted seconds until an allocation on this GPU fails; present only while memory is on course to run out.",
-            ),
-            |g| g.eta_seconds,
-            |_| None,
-        ),
-        (
-            gauge(
-                "gpumem_oom_risk_level",
-                None,
-                "Out-of-memory risk: 0 low, 1 medium, 2 high, 3 critical.",
-            ),
-            |g| g.up.then_some(g.risk as u8 as f64),
-            |p| Some(p.risk as u8 as f64),
-        ),
-    ];
-    for (desc, of_gpu, of_process) in per_gpu_and_process {
-        gpu_and_process(sink, desc, s, of_gpu, of_process)?;
-    }
     sink.family(
         &gauge(
             "gpumem_oom_risk_info",
@@ -704,9 +694,7 @@ impl Sink for Collect {
         if !out.is_empty() {
             self.0.push(Family {
                 name: d.name,
-                help: d.help,
                 kind: d.kind,
-                unit: d.unit,
                 series: out,
             });
         }

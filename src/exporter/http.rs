@@ -39,17 +39,14 @@ const CHUNK_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// one chunk of it, not the whole (1.8 MB at 8 GPUs × 64 processes) per connection.
 struct ChunkWriter {
     buf: String,
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    tx: mpsc::Sender<Bytes>,
     runtime: tokio::runtime::Handle,
 }
 
 impl ChunkWriter {
     const CHUNK: usize = 64 * 1024;
 
-    fn new(
-        tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-        runtime: tokio::runtime::Handle,
-    ) -> Self {
+    fn new(tx: mpsc::Sender<Bytes>, runtime: tokio::runtime::Handle) -> Self {
         ChunkWriter {
             buf: String::with_capacity(Self::CHUNK + 4096),
             tx,
@@ -63,7 +60,7 @@ impl ChunkWriter {
         }
         let chunk = std::mem::replace(&mut self.buf, String::with_capacity(Self::CHUNK + 4096));
         // Fails when the client has gone or stopped reading: stop encoding.
-        let send = tokio::time::timeout(CHUNK_SEND_TIMEOUT, self.tx.send(Ok(Bytes::from(chunk))));
+        let send = tokio::time::timeout(CHUNK_SEND_TIMEOUT, self.tx.send(Bytes::from(chunk)));
         match self.runtime.block_on(send) {
             Ok(Ok(())) => Ok(()),
             _ => Err(std::fmt::Error),
@@ -91,35 +88,30 @@ async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     let runtime = tokio::runtime::Handle::current();
-    // Set once the last chunk is handed over: a stream that ends without it (the encoder
-    // failed, or gave up on a client that stopped reading) ends in an error, so the body is
-    // cut off without its terminating chunk and the scraper sees a failed scrape, never a
-    // short one.
-    let complete = Arc::new(AtomicBool::new(false));
-    let encoder_done = Arc::clone(&complete);
-    tokio::task::spawn_blocking(move || {
+    // True once the last chunk is handed over.
+    let encoder = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let mut w = ChunkWriter::new(tx, runtime);
-        let done = if openmetrics {
+        if openmetrics {
             encode::openmetrics(snap, counters, VERSION, &mut w)
         } else {
             encode::text(&snap, &counters, VERSION, &mut w)
         }
-        .and_then(|()| w.flush());
-        encoder_done.store(done.is_ok(), Ordering::Release);
+        .and_then(|()| w.flush())
+        .is_ok()
     });
-    let chunks = futures_util::stream::unfold(Some(rx), move |rx| {
-        let complete = Arc::clone(&complete);
-        async move {
-            let mut rx = rx?;
-            match rx.recv().await {
-                Some(chunk) => Some((chunk, Some(rx))),
-                None if complete.load(Ordering::Acquire) => None,
-                None => Some((
-                    Err(std::io::Error::other("encoding the scrape failed")),
-                    None,
-                )),
-            }
+    // A body whose encoder did not finish (it failed, or gave up on a client that stopped
+    // reading) ends in an error: the chunked body is cut off without its terminating chunk,
+    // so the scraper sees a failed scrape, never a short one.
+    let chunks = futures_util::stream::unfold(Some((rx, encoder)), |state| async move {
+        let (mut rx, encoder) = state?;
+        match rx.recv().await {
+            Some(chunk) => Some((Ok(chunk), Some((rx, encoder)))),
+            None if encoder.await.unwrap_or(false) => None,
+            None => Some((
+                Err(std::io::Error::other("encoding the scrape failed")),
+                None,
+            )),
         }
     });
     let ct = if openmetrics {
