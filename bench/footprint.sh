@@ -52,7 +52,7 @@ row() {
     /^gpumem_process_used_bytes\{/ {u++}
     /^gpumem_process_allocated_bytes\{/ && /pid="4[0-9][0-9][0-9][0-9][0-9][0-9]"/ {f++}
     END {printf "%d,%d,%d,%d", n, r, u, f}' "$body")
-  echo "$t,$(rss_kib "$EXP_PID"),$(hwm_kib "$EXP_PID"),$(awk -v c="$(cpu_ticks "$EXP_PID")" -v k="$CLK_TCK" 'BEGIN {printf "%.2f", c / k}'),$samples,$tracked,${counts%%,*},$reports,${counts#*,}" >> "$csv"
+  echo "$t,$(rss_kib "$EXP_PID"),$(hwm_kib "$EXP_PID"),$(cpu_seconds "$EXP_PID"),$samples,$tracked,${counts%%,*},$reports,${counts#*,}" >> "$csv"
 }
 
 # Scrape every second for SECONDS, one CSV row every 10 s: observe PORT SECONDS CSV T0

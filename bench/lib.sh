@@ -1,8 +1,7 @@
-# Helpers shared by the load, footprint and scaling benchmarks (sourced, not run).
+# Helpers shared by the benchmark scripts (sourced, not run).
 # Expects to be sourced from the repository root.
 
 BIN=${GPUMEM_BIN:-target/release/gpumem-exporter}
-CLK_TCK=$(getconf CLK_TCK)
 PIDS_TO_KILL=()
 
 # Build the release binary only when it is missing or older than the sources.
@@ -82,8 +81,23 @@ wait_ready() {
   return 1
 }
 
-# utime+stime of a process in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU seconds a process has used, all its threads together, those that have exited included,
+# to the nanosecond: its CPU-time clock (clock_getcpuclockid). utime+stime in /proc/<pid>/stat
+# counts in 10 ms ticks, too coarse for short runs; summing /proc/<pid>/task/*/schedstat misses
+# threads that have exited (a threaded HTTP server's request threads, tokio's idle blocking
+# threads).
+cpu_seconds() {
+  python3 - "$1" <<'PY'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+clock, ts = ctypes.c_int(), Timespec()
+if libc.clock_getcpuclockid(int(sys.argv[1]), ctypes.byref(clock)) or libc.clock_gettime(clock, ctypes.byref(ts)):
+    sys.exit("cannot read the CPU clock of pid " + sys.argv[1])
+print(f"{ts.sec + ts.nsec * 1e-9:.6f}")
+PY
+}
 
 # VmRSS / VmHWM of a process in KiB.
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }

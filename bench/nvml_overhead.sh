@@ -10,7 +10,7 @@
 set -euo pipefail
 OUT=${1:-bench-out}
 mkdir -p "$OUT"
-BIN=${GPUMEM_BIN:-target/release/gpumem-exporter}
+source bench/lib.sh
 FLOOR=${GPUMEM_FLOOR:-target/release/examples/nvml_floor}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
 PORT=10049
@@ -26,32 +26,30 @@ HOLDER=$!
 trap 'kill $HOLDER 2>/dev/null || true; kill $EXP 2>/dev/null || true' EXIT
 for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q "$HOLDER" && break; sleep 1; done
 
-# CPU seconds of a pid: the sum of its threads' on-CPU time from schedstat (nanoseconds), or
-# utime+stime in clock ticks (10 ms, too coarse for short runs) where schedstat is missing.
-proc_cpu() {
-  if cat /proc/"$1"/task/*/schedstat > /dev/null 2>&1; then
-    cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.6f\n", s / 1e9}'
-  else
-    awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$1/stat"
-  fi
+# Per thread of a pid: name, on-CPU nanoseconds, nanoseconds waiting to run, times scheduled in.
+threads() {
+  local t
+  for t in /proc/"$1"/task/*; do echo "$(cat "$t/comm") $(cat "$t/schedstat")"; done
 }
 
-run_exporter() { # interval
+run_exporter() { # interval, name for its files
+  local iv=$1 name=$2
   # shellcheck disable=SC2086 # EXPORTER_ARGS: more flags, split on spaces
-  "$BIN" --source nvml --sample-interval "$1" --web.listen-address 127.0.0.1:$PORT --ingest.socket= ${EXPORTER_ARGS:-} 2>"$OUT/exporter-$1.log" &
+  "$BIN" --source nvml --sample-interval "$iv" --web.listen-address 127.0.0.1:$PORT --ingest.socket= ${EXPORTER_ARGS:-} 2>"$OUT/exporter-$name.log" &
   EXP=$!
   for _ in $(seq 100); do curl -sf localhost:$PORT/-/ready >/dev/null && break; sleep 0.1; done
   local s0 c0 s1 c1
   s0=$(curl -s localhost:$PORT/metrics | awk '/^gpumem_exporter_samples_total/{print $2}')
-  c0=$(proc_cpu $EXP)
+  c0=$(cpu_seconds $EXP)
+  threads $EXP > "$OUT/threads-$name-start.txt"
   sleep "$SECONDS_PER_RUN"
+  threads $EXP > "$OUT/threads-$name-end.txt"
   s1=$(curl -s localhost:$PORT/metrics | awk '/^gpumem_exporter_samples_total/{print $2}')
-  c1=$(proc_cpu $EXP)
-  grep VmRSS /proc/$EXP/status | awk '{print $2}' > "$OUT/rss-kib-$1.txt"
-  curl -s localhost:$PORT/metrics > "$OUT/metrics-$1.txt"
-  ls /proc/$EXP/task > "$OUT/threads-$1.txt"
+  c1=$(cpu_seconds $EXP)
+  grep VmRSS /proc/$EXP/status | awk '{print $2}' > "$OUT/rss-kib-$name.txt"
+  curl -s localhost:$PORT/metrics > "$OUT/metrics-$name.txt"
   kill $EXP; wait $EXP 2>/dev/null || true
-  python3 -c "import json;print(json.dumps({'interval':'$1','samples':$s1-$s0,'cpu_seconds':$c1-$c0,'cpu_us_per_sample':($c1-$c0)/max(1,$s1-$s0)*1e6}))"
+  python3 -c "import json;print(json.dumps({'interval':'$iv','samples':$s1-$s0,'cpu_seconds':$c1-$c0,'cpu_us_per_sample':($c1-$c0)/max(1,$s1-$s0)*1e6}))"
 }
 
 {
@@ -71,7 +69,7 @@ for interval in $INTERVALS; do
   suffix=$interval; (( round[$interval] > 1 )) && suffix=$interval-${round[$interval]}
   ms=${interval%ms}
   "$FLOOR" "$SECONDS_PER_RUN" "$ms" > "$OUT/floor-$suffix.json"
-  run_exporter "$interval" > "$OUT/exporter-$suffix.json"
+  run_exporter "$interval" "$suffix" > "$OUT/exporter-$suffix.json"
   echo "floor    $suffix: $(cat "$OUT/floor-$suffix.json")"
   echo "exporter $suffix: $(cat "$OUT/exporter-$suffix.json")"
 done

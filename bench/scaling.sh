@@ -7,7 +7,7 @@
 # Grid (21 points, about 12 minutes): GPUs 1, 2, 4, 8 with 64 processes each, and processes per
 # GPU 1, 16, 64, 256 on 8 GPUs, each at --sample-interval 10ms, 100ms and 1s (scenario
 # `processes`; history.max_processes raised to 4096 so that 8×256 is not capped at 1024).
-# Per point: WARMUP (10) s, then CPU (utime+stime from /proc/<pid>/stat) over WINDOW (20) s
+# Per point: WARMUP (10) s, then CPU (the process CPU clock, cpu_seconds in lib.sh) over WINDOW (20) s
 # with no scrapes, VmRSS at the end of the window, then 3 scrapes of /metrics (median time and
 # size). GRID="gpus:procs ..." and INTERVALS="..." override the grid.
 #
@@ -47,9 +47,9 @@ for p in "${POINTS[@]}"; do
     wait_ready "http://127.0.0.1:$port/-/ready"
     sleep "$WARMUP"
     s0=$(curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" | metric_value gpumem_exporter_samples_total)
-    c0=$(cpu_ticks "$EXP_PID"); t0=$(now_s)
+    c0=$(cpu_seconds "$EXP_PID"); t0=$(now_s)
     sleep "$WINDOW"
-    c1=$(cpu_ticks "$EXP_PID"); t1=$(now_s)
+    c1=$(cpu_seconds "$EXP_PID"); t1=$(now_s)
     rss=$(rss_kib "$EXP_PID"); hwm=$(hwm_kib "$EXP_PID")
     s1=$(curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" | metric_value gpumem_exporter_samples_total)
     # Scrape cost: median of 3 (text format), size, series.
@@ -62,9 +62,9 @@ for p in "${POINTS[@]}"; do
     series=$(grep -vc '^#' "$OUT/.body" || true)
     stop "$EXP_PID"
     awk -v g="$gpus" -v p="$procs" -v iv="$iv" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" \
-        -v k="$CLK_TCK" -v s0="$s0" -v s1="$s1" -v rss="$rss" -v hwm="$hwm" -v sm="$scrape_ms" \
+        -v s0="$s0" -v s1="$s1" -v rss="$rss" -v hwm="$hwm" -v sm="$scrape_ms" \
         -v b="$bytes" -v n="$series" 'BEGIN {
-      w = t1 - t0; cpu = (c1 - c0) / k; sps = (s1 - s0) / w
+      w = t1 - t0; cpu = c1 - c0; sps = (s1 - s0) / w
       printf "%d,%d,%s,%.1f,%.2f,%.1f,%.1f,%.3f,%d,%d,%s,%d,%d\n", g, p, iv, w, cpu, 100 * cpu / w, sps, (sps > 0 ? 1000 * cpu / (s1 - s0) : 0), rss, hwm, sm, b, n
     }' >> "$CSV"
     tail -1 "$CSV" >&2

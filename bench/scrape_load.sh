@@ -89,9 +89,9 @@ run_wrk() {
   [[ $target == python ]] && { url=$URL_PY; pid=$PY; }
   [[ $format == openmetrics ]] && hdr=(-H "$OM")
   local raw="$OUT/wrk-$target-$format-c$conns.txt" c0 c1
-  c0=$(cpu_ticks "$pid")
+  c0=$(cpu_seconds "$pid")
   timeout $((DURATION + 60)) wrk -t"$threads" -c"$conns" -d"${DURATION}s" --timeout 10s --latency "${hdr[@]}" "$url" > "$raw" 2>&1 || true
-  c1=$(cpu_ticks "$pid")
+  c1=$(cpu_seconds "$pid")
   local reqs rps p50 p99 errs secs
   reqs=$(awk '/requests in/ {print $1}' "$raw")
   secs=$(awk '/requests in/ {gsub(/s,?/, "", $4); print $4}' "$raw")
@@ -100,7 +100,7 @@ run_wrk() {
   p99=$(to_ms "$(awk '$1 == "99%" {print $2}' "$raw")")
   errs=$(awk '/Socket errors:/ {gsub(/,/, ""); s = $4 + $6 + $8 + $10} /Non-2xx/ {s += $5} END {print s + 0}' "$raw")
   local cpu_s cpu_req
-  cpu_s=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN {printf "%.2f", (b - a) / t}')
+  cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN {printf "%.3f", b - a}')
   cpu_req=$(awk -v c="$cpu_s" -v r="${reqs:-0}" 'BEGIN {if (r > 0) printf "%.3f", c * 1000 / r; else print ""}')
   echo "$target,$format,$threads,$conns,$secs,$reqs,$rps,$p50,$p99,$errs,$cpu_s,$cpu_req" >> "$OUT/results.csv"
 }
