@@ -13,6 +13,10 @@ mkdir -p "$OUT"
 source bench/lib.sh
 FLOOR=${GPUMEM_FLOOR:-target/release/examples/nvml_floor}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-20}
+# The exporter is scraped this often (seconds) during its window, as Prometheus would, and the
+# scrapes' CPU counts in its figure: a snapshot is built for a scrape, not for every sample.
+# 0: no scrapes.
+SCRAPE_EVERY=${SCRAPE_EVERY:-15}
 PORT=10049
 
 # A process holding GPU memory, so the process list is not empty.
@@ -42,14 +46,20 @@ run_exporter() { # interval, name for its files
   s0=$(curl -s localhost:$PORT/metrics | awk '/^gpumem_exporter_samples_total/{print $2}')
   c0=$(cpu_seconds $EXP)
   threads $EXP > "$OUT/threads-$name-start.txt"
+  local scraper=
+  if [[ $SCRAPE_EVERY != 0 ]]; then
+    (while sleep "$SCRAPE_EVERY"; do curl -s -o /dev/null localhost:$PORT/metrics; done) &
+    scraper=$!
+  fi
   sleep "$SECONDS_PER_RUN"
+  [[ -n $scraper ]] && kill $scraper
   threads $EXP > "$OUT/threads-$name-end.txt"
   s1=$(curl -s localhost:$PORT/metrics | awk '/^gpumem_exporter_samples_total/{print $2}')
   c1=$(cpu_seconds $EXP)
   grep VmRSS /proc/$EXP/status | awk '{print $2}' > "$OUT/rss-kib-$name.txt"
   curl -s localhost:$PORT/metrics > "$OUT/metrics-$name.txt"
   kill $EXP; wait $EXP 2>/dev/null || true
-  python3 -c "import json;print(json.dumps({'interval':'$iv','samples':$s1-$s0,'cpu_seconds':$c1-$c0,'cpu_us_per_sample':($c1-$c0)/max(1,$s1-$s0)*1e6}))"
+  python3 -c "import json;print(json.dumps({'interval':'$iv','samples':$s1-$s0,'scrape_every_s':$SCRAPE_EVERY,'cpu_seconds':$c1-$c0,'cpu_us_per_sample':($c1-$c0)/max(1,$s1-$s0)*1e6}))"
 }
 
 {

@@ -92,11 +92,6 @@ pub struct NvmlConfig {
     /// How long one GPU may take to answer one sample before it is reported down.
     #[serde(with = "humantime_serde")]
     pub deadline: Duration,
-    /// How long before each sample the GPU workers read their GPU on their own, so that the
-    /// sample finds the readings waiting instead of asking for them (two thread wake-ups per
-    /// GPU fewer); at most half the sample interval. 0 turns it off.
-    #[serde(with = "humantime_serde")]
-    pub read_ahead: Duration,
     /// Read `/proc/<pid>/comm` for process names.
     pub read_comm: bool,
     /// Where `/proc` is (a container may mount the host's elsewhere).
@@ -266,7 +261,6 @@ impl Default for NvmlConfig {
     fn default() -> Self {
         NvmlConfig {
             deadline: Duration::from_millis(500),
-            read_ahead: Duration::from_millis(2),
             read_comm: true,
             proc_root: PathBuf::from("/proc"),
         }

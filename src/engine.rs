@@ -2,6 +2,7 @@
 //! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
@@ -151,6 +152,11 @@ pub trait PodResolver: Send {
     fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
 }
 
+/// The current snapshot of an engine behind its lock (`Engine::current`).
+pub fn current(engine: &Mutex<Engine>) -> Arc<Snapshot> {
+    engine.lock().unwrap_or_else(|e| e.into_inner()).current()
+}
+
 pub struct Engine {
     cfg: Config,
     source: String,
@@ -165,6 +171,9 @@ pub struct Engine {
     now: Time,
     last_analysis: Option<Time>,
     pod_resolver: Option<Box<dyn PodResolver>>,
+    /// Counts the samples and reports folded in: a snapshot is current while this is unchanged.
+    changes: u64,
+    published: Option<(u64, Arc<Snapshot>)>,
 }
 
 impl Engine {
@@ -182,6 +191,8 @@ impl Engine {
             now: f64::NEG_INFINITY,
             last_analysis: None,
             pod_resolver: None,
+            changes: 0,
+            published: None,
         }
     }
 
@@ -213,6 +224,7 @@ impl Engine {
 
     /// Fold one observation in, then analyse if a history bucket has closed since last time.
     pub fn observe(&mut self, obs: &Observation) {
+        self.changes += 1;
         let t = obs.t;
         self.now = self.now.max(t);
         for r in &obs.gpus {
@@ -323,6 +335,7 @@ impl Engine {
 
     /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
     pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<(), Rejection> {
+        self.changes += 1;
         let t = if t.is_finite() { t } else { self.now };
         // An OOM event names its device: the observer fires while the allocator is failing and
         // sends no statistics, so the event may be the first word from that (pid, GPU).
@@ -608,6 +621,22 @@ impl Engine {
     }
 
     /// Build the snapshot for the latest observation.
+    /// The snapshot of what the engine holds now, built only when something was folded in
+    /// since the last one. Scrapes and the live view ask for it; the sampler does not, so a
+    /// sample costs no snapshot that nobody reads (at 8 GPUs × 64 processes, one costs about a
+    /// third of what the rest of a sample does; with Prometheus scraping every 15 s and
+    /// sampling every second, fourteen in fifteen went unread).
+    pub fn current(&mut self) -> Arc<Snapshot> {
+        match &self.published {
+            Some((changes, snap)) if *changes == self.changes => Arc::clone(snap),
+            _ => {
+                let snap = Arc::new(self.snapshot());
+                self.published = Some((self.changes, Arc::clone(&snap)));
+                snap
+            }
+        }
+    }
+
     pub fn snapshot(&mut self) -> Snapshot {
         let now = self.now;
         let mut keys: Vec<ProcKey> = self.procs.keys().cloned().collect();
@@ -808,6 +837,28 @@ mod tests {
         e.observe(&obs(10.0, &[7]));
         let pids: Vec<u32> = e.snapshot().processes.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![7]);
+    }
+
+    #[test]
+    fn the_current_snapshot_is_built_once_per_change() {
+        let mut e = Engine::new(&Config::default(), "test");
+        e.observe(&obs(1.0, &[7]));
+        let first = e.current();
+        assert!(
+            Arc::ptr_eq(&first, &e.current()),
+            "nothing new: the same one"
+        );
+        e.observe(&obs(2.0, &[7, 8]));
+        let second = e.current();
+        assert_eq!((second.t, second.processes.len()), (2.0, 2));
+        // A report alone (no sample) shows at once.
+        let mut r = obs(2.0, &[9]).reports.remove(0).1;
+        r.devices[0].allocated_bytes = 3 << 30;
+        e.report(9, 2.5, &r).unwrap();
+        let third = e.current();
+        assert!(!Arc::ptr_eq(&second, &third));
+        let p9 = third.processes.iter().find(|p| p.pid == 9).expect("pid 9");
+        assert_eq!(p9.allocator.as_ref().unwrap().allocated_bytes, 3 << 30);
     }
 
     #[test]

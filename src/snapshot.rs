@@ -1,6 +1,6 @@
-//! One immutable view of everything the exporter knows at one moment. The engine builds it
-//! after each sample; `/metrics`, the JSON API, the CLI reports, `top` and the replay timeline
-//! all read it, so they can never disagree.
+//! One immutable view of everything the exporter knows at one moment. The engine builds it when
+//! asked (`Engine::current`: once per change, however many readers ask); `/metrics`, the JSON
+//! API, the CLI reports, `top` and the replay timeline all read it, so they can never disagree.
 
 use serde::Serialize;
 

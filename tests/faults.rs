@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{free_port, sample_value, BIN};
-use gpumem_exporter::commands::serve::Shared;
+use gpumem_exporter::commands::serve::{spawn_sampler, unix_now, Shared};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::exporter::encode;
 use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
@@ -116,7 +116,6 @@ fn nvml_config(deadline_ms: u64, proc_root: &Path) -> NvmlConfig {
         deadline: Duration::from_millis(deadline_ms),
         read_comm: true,
         proc_root: proc_root.to_path_buf(),
-        ..NvmlConfig::default()
     }
 }
 
@@ -131,12 +130,7 @@ impl Rig {
             nvml: nvml_config(deadline_ms, proc_root.path()),
             ..Config::default()
         };
-        let source = DeviceSource::new(
-            Scripted(Arc::clone(&script)),
-            &cfg.nvml,
-            cfg.sample_interval,
-        )
-        .unwrap();
+        let source = DeviceSource::new(Scripted(Arc::clone(&script)), &cfg.nvml).unwrap();
         let shared = Shared::new(&cfg, "nvml");
         Rig {
             script,
@@ -155,7 +149,7 @@ impl Rig {
     }
 
     fn metrics(&self) -> String {
-        let snap = self.shared.snapshot.load_full();
+        let snap = self.shared.snapshot();
         let mut out = String::new();
         encode::text(&snap, &self.shared.counters, "test", &mut out).unwrap();
         out
@@ -264,6 +258,57 @@ fn a_hung_call_times_out_the_others_go_on_and_it_recovers() {
     }
 }
 
+/// The exporter's own loop (the reader keeps the rhythm, a watchdog covers it), with the
+/// first GPU hanging: the ones after it are still read every sample.
+#[test]
+fn the_exporters_sampling_loop_rides_out_a_hung_first_gpu() {
+    let Rig {
+        script,
+        source,
+        shared,
+        _proc_root,
+        ..
+    } = Rig::new(3, 100);
+    let sampler = spawn_sampler(
+        shared.clone(),
+        Box::new(source),
+        Duration::from_millis(20),
+        Arc::new(unix_now),
+    );
+    let metrics = || {
+        let mut out = String::new();
+        encode::text(&shared.snapshot(), &shared.counters, "test", &mut out).unwrap();
+        out
+    };
+    let wait_for = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let m = metrics();
+            if ok(&m) {
+                return m;
+            }
+            assert!(Instant::now() < until, "{what}: {m}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait_for("all GPUs up", &|m| (0..3).all(|g| up(m, g) == Some(1.0)));
+    script.hung.lock().unwrap().insert(0);
+    let m = wait_for("GPU 0 down for a timeout", &|m| {
+        up(m, 0) == Some(0.0) && errors(m, 0, "timeout") >= 1.0
+    });
+    assert_eq!(up(&m, 1), Some(1.0), "{m}");
+    assert_eq!(up(&m, 2), Some(1.0), "{m}");
+    let samples = |m: &str| sample_value(m, "gpumem_exporter_samples_total", &[]).unwrap();
+    let before = samples(&m);
+    let m = wait_for("sampling goes on", &|m| samples(m) >= before + 5.0);
+    assert_eq!(up(&m, 0), Some(0.0), "still hung: {m}");
+    assert_eq!(used(&m, 2), Some(3.0 * GIB as f64));
+    script.hung.lock().unwrap().clear();
+    wait_for("GPU 0 back", &|m| up(m, 0) == Some(1.0));
+    shared.stop.set();
+    sampler.join().unwrap();
+}
+
 #[test]
 fn nvml_failing_at_start_is_an_error_not_a_panic() {
     let script = Arc::new(Script {
@@ -272,11 +317,7 @@ fn nvml_failing_at_start_is_an_error_not_a_panic() {
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let r = DeviceSource::new(
-        Scripted(Arc::clone(&script)),
-        &nvml_config(100, dir.path()),
-        Duration::from_secs(1),
-    );
+    let r = DeviceSource::new(Scripted(Arc::clone(&script)), &nvml_config(100, dir.path()));
     let e = r.err().expect("no NVML: DeviceSource::new fails");
     assert!(e.to_string().contains("NVML"), "{e}");
 }

@@ -1,19 +1,17 @@
 //! The exporter: a sampler thread feeding the engine, and the HTTP servers reading snapshots.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwap;
-
 use crate::config::{parse_listen_address, Config, SourceSpec};
-use crate::engine::Engine;
+use crate::engine::{current, Engine};
 use crate::exporter::families::Counters;
 use crate::exporter::http::{self, WebState};
 use crate::ingest::server::{self as ingest, IngestState, Peer, SocketGuard};
-use crate::model::Time;
+use crate::model::{Observation, Time};
 use crate::snapshot::Snapshot;
-use crate::source::{self, Source};
+use crate::source::{self, Pace, Source, Stop};
 
 pub fn unix_now() -> Time {
     SystemTime::now()
@@ -35,104 +33,51 @@ pub fn source_clock(cfg: &Config) -> Arc<dyn Fn() -> Time + Send + Sync> {
     }
 }
 
-/// The request to stop, which also wakes the sampler from its wait for the next tick: it then
-/// sleeps exactly once per sample, where polling a flag would wake it every few milliseconds.
-#[derive(Default)]
-pub struct Stop {
-    stopped: Mutex<bool>,
-    wake: Condvar,
-}
-
-impl Stop {
-    pub fn set(&self) {
-        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.wake.notify_all();
-    }
-
-    pub fn is_set(&self) -> bool {
-        *self.stopped.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wait until `deadline` or a stop, whichever comes first; true when stopped.
-    pub fn wait_until(&self, deadline: Instant) -> bool {
-        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
-        while !*stopped {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            stopped = self
-                .wake
-                .wait_timeout(stopped, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        *stopped
-    }
-}
-
 /// Everything the sampler and the servers share.
 #[derive(Clone)]
 pub struct Shared {
     pub engine: Arc<Mutex<Engine>>,
-    pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub counters: Arc<Counters>,
     pub ready: Arc<AtomicBool>,
     pub stop: Arc<Stop>,
-    /// Source time of the last published snapshot.
-    last_publish: Arc<Mutex<Option<Time>>>,
 }
-
-/// Building a snapshot costs far more than folding a sample into the history (every process's
-/// view, cloned), so at fast sample rates it is published at most this often (source seconds).
-/// Scrapes see data at most this old; the history and analysis still see every sample.
-pub const PUBLISH_EVERY: f64 = 0.1;
 
 impl Shared {
     pub fn new(cfg: &Config, source_kind: &str) -> Self {
         Shared {
             engine: Arc::new(Mutex::new(Engine::new(cfg, source_kind))),
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot {
-                source: source_kind.to_string(),
-                ..Default::default()
-            })),
             counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(Stop::default()),
-            last_publish: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// Take one sample; publish a new snapshot when the last is `PUBLISH_EVERY` old.
+    /// Take one sample and record it.
     pub fn step(&self, source: &mut dyn Source, t: Time) {
-        let obs = source.sample(t);
+        self.record(source.sample(t));
+    }
+
+    /// The engine's current snapshot (built on demand).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        current(&self.engine)
+    }
+
+    /// Fold a sample into the engine.
+    pub fn record(&self, obs: Observation) {
         for g in &obs.gpus {
             self.counters.record_errors(g.id.index, &g.errors);
         }
         if obs.reinitialised {
             self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);
         }
-        let publish = {
-            let mut last = self.last_publish.lock().unwrap_or_else(|e| e.into_inner());
-            let due = last.is_none_or(|l| obs.t - l >= PUBLISH_EVERY || obs.t < l);
-            if due {
-                *last = Some(obs.t);
-            }
-            due
-        };
-        let snap = {
+        {
             let mut e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
             e.observe(&obs);
             self.counters
                 .tracked_processes
                 .store(e.tracked_processes() as u64, Ordering::Relaxed);
-            publish.then(|| e.snapshot())
-        };
+        }
         self.counters.record_sample(obs.duration_seconds);
-        let Some(snap) = snap else {
-            return;
-        };
-        self.snapshot.store(Arc::new(snap));
         self.ready.store(true, Ordering::Release);
     }
 }
@@ -140,27 +85,20 @@ impl Shared {
 /// The sampling loop on its own OS thread: NVML calls block, so they stay off the runtime.
 pub fn spawn_sampler(
     shared: Shared,
-    mut source: Box<dyn Source>,
+    source: Box<dyn Source>,
     interval: Duration,
     clock: Arc<dyn Fn() -> Time + Send + Sync>,
 ) -> std::thread::JoinHandle<()> {
+    let stop = Arc::clone(&shared.stop);
+    let pace = Pace {
+        interval,
+        clock,
+        deliver: Box::new(move |obs| shared.record(obs)),
+        stop,
+    };
     std::thread::Builder::new()
         .name("sampler".into())
-        .spawn(move || {
-            let mut next = Instant::now();
-            while !shared.stop.is_set() {
-                shared.step(source.as_mut(), clock());
-                next += interval;
-                let now = Instant::now();
-                if next < now {
-                    // Fell behind (a slow GPU): skip the missed ticks rather than burst.
-                    next = now + interval;
-                }
-                if shared.stop.wait_until(next) {
-                    break;
-                }
-            }
-        })
+        .spawn(move || source.run(pace))
         .expect("spawn the sampler thread")
 }
 
@@ -258,7 +196,7 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
     }
 
     let web = http::router(WebState {
-        snapshot: Arc::clone(&shared.snapshot),
+        engine: Arc::clone(&shared.engine),
         counters: Arc::clone(&shared.counters),
         ready: Arc::clone(&shared.ready),
         telemetry_path: cfg.web.telemetry_path.clone(),

@@ -462,7 +462,7 @@ pub fn run(cfg: &Config, args: TopArgs) -> anyhow::Result<ExitCode> {
     let mut last_draw: Option<Instant> = None;
     let result = (|| -> anyhow::Result<()> {
         loop {
-            let snap: Arc<Snapshot> = shared.snapshot.load_full();
+            let snap: Arc<Snapshot> = shared.snapshot();
             if last_draw.is_none_or(|t| t.elapsed() >= refresh) {
                 app.note_peaks(&snap);
                 terminal.draw(|f| {

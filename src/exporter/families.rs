@@ -612,7 +612,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         gauge(
             "gpumem_exporter_sample_duration_seconds",
             Some("seconds"),
-            "Wall time the last sample's GPU queries took: the slowest GPU's, up to the deadline.",
+            "Wall time the last sample's GPU queries took, all GPUs one after another.",
         ),
         &[],
         c.sample_duration(),

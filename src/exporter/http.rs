@@ -1,9 +1,8 @@
 //! The web endpoints: metrics, health, readiness, a landing page and the snapshot as JSON.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -14,13 +13,14 @@ use tokio::sync::mpsc;
 
 use super::encode;
 use super::families::Counters;
+use crate::engine::{current, Engine};
 use crate::snapshot::Snapshot;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[derive(Clone)]
 pub struct WebState {
-    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub engine: Arc<Mutex<Engine>>,
     pub counters: Arc<Counters>,
     pub ready: Arc<AtomicBool>,
     pub telemetry_path: String,
@@ -78,8 +78,17 @@ impl std::fmt::Write for ChunkWriter {
     }
 }
 
+/// The current snapshot, built off the runtime when the engine has changed.
+async fn snapshot(st: &WebState) -> Arc<Snapshot> {
+    let engine = Arc::clone(&st.engine);
+    match tokio::task::spawn_blocking(move || current(&engine)).await {
+        Ok(snap) => snap,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
 async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
-    let snap = st.snapshot.load_full();
+    let engine = Arc::clone(&st.engine);
     let counters = st.counters.clone();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let openmetrics = encode::wants_openmetrics(accept);
@@ -91,6 +100,7 @@ async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     // True once the last chunk is handed over.
     let encoder = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let snap = current(&engine);
         let mut w = ChunkWriter::new(tx, runtime);
         if openmetrics {
             encode::openmetrics(snap, counters, VERSION, &mut w)
@@ -135,11 +145,11 @@ async fn ready(State(st): State<WebState>) -> Response {
 }
 
 async fn snapshot_json(State(st): State<WebState>) -> Json<Arc<Snapshot>> {
-    Json(st.snapshot.load_full())
+    Json(snapshot(&st).await)
 }
 
 async fn landing(State(st): State<WebState>) -> Html<String> {
-    let snap = st.snapshot.load_full();
+    let snap = snapshot(&st).await;
     let mut rows = String::new();
     for g in &snap.gpus {
         let used = g

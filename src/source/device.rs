@@ -1,25 +1,28 @@
-//! Sampling real GPUs through a blocking backend (NVML), one worker thread per GPU.
+//! Sampling real GPUs through a blocking backend (NVML).
 //!
-//! A sick GPU can make an NVML call hang. Each GPU therefore has its own thread; a sample waits
-//! for all of them up to a deadline, reports the late ones down, and does not ask a GPU again
-//! until its thread has come back. When the backend fails as a whole (driver reload), it is
-//! initialised again.
+//! One reader thread makes a sample's calls, GPU after GPU, and hands the observation on from
+//! that same thread: a sample costs one thread wake-up however many GPUs there are, as a plain
+//! loop of the same calls would. (A thread per GPU, asked by a sampler thread, cost a third
+//! more CPU than the calls themselves at the default interval.)
 //!
-//! Asking a worker and waiting for its answer costs two thread wake-ups per GPU per sample,
-//! which at a 10 ms interval is a fifth of the cost of the NVML calls themselves. So while the
-//! sampler keeps its rhythm, each worker reads its GPU on its own shortly before the next
-//! sample is due (`lead` ahead) and leaves the reading where the sampler picks it up without
-//! waking anyone. A sample that finds no fresh reading (the first one, an irregular caller,
-//! a worker still inside a call) asks as before, under the same deadline.
+//! A sick GPU can make a call hang. A watchdog then reports that GPU down, leaves the stuck
+//! thread to it, and starts a new reader that finishes the sample and carries on; nobody calls
+//! that GPU again until the stuck call has come back. The watchdog costs nothing while calls
+//! return in time: it sleeps on a timer that each sample pushes further out. When the backend
+//! fails as a whole (driver reload), it is initialised again.
+//!
+//! `Source::sample` asks the reader for one sample and waits for it (the command-line
+//! workflows, tests); `Source::run` lets the reader keep the exporter's rhythm itself.
 
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::Source;
+use super::{Pace, Schedule, Source, Stop};
 use crate::config::NvmlConfig;
 use crate::model::{
     DeviceMemory, ErrorKind, GpuIdentity, GpuReading, Observation, ProcessReading, Time,
@@ -35,94 +38,67 @@ pub trait Backend: Send + Sync + 'static {
     fn processes(&self, index: u32) -> Result<Vec<(u32, u64)>, ErrorKind>;
 }
 
-/// When the sampler last sampled, which tells the workers when to read ahead of the next one.
-struct Rhythm {
-    epoch: Instant,
-    /// Nanoseconds after `epoch` of the last sample; 0 before the first.
-    last_sample: AtomicU64,
-    interval: Duration,
-    lead: Duration,
-}
-
-impl Rhythm {
-    fn nanos(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.epoch).as_nanos() as u64
-    }
-    fn at(&self, nanos: u64) -> Instant {
-        self.epoch + Duration::from_nanos(nanos)
-    }
-}
-
-/// What a worker and the sampler share, under one small lock.
-#[derive(Default)]
-struct Slot {
-    /// Set while the worker is inside a backend call.
-    reading_since: Option<Instant>,
-    /// A reading taken ahead of a sample and not yet picked up: when it began, how long the
-    /// calls took, and what they returned.
-    ahead: Option<(Instant, Duration, GpuReading)>,
-    /// The sample waiting for the call in progress.
-    wanted: Option<u64>,
-}
-
-struct Worker {
-    tx: Sender<u64>,
-    slot: Arc<Mutex<Slot>>,
-}
-
-type Answer = (u32, u64, GpuReading);
-
-pub struct DeviceSource<B: Backend> {
-    backend: Arc<B>,
+/// What the readers and the watchdog share.
+struct Core<B: Backend> {
+    backend: B,
     deadline: Duration,
     read_comm: bool,
     proc_root: PathBuf,
-    workers: Vec<Worker>,
+    state: Mutex<State>,
+    /// Times the watchdog's timer fired (a healthy run needs none).
+    watchdog_wakes: AtomicU64,
+}
+
+struct State {
+    /// The reader that owns the sampling. A reader whose number this no longer is was
+    /// superseded while stuck in a call, and stops when the call comes back.
+    reader: u64,
     identities: Vec<GpuIdentity>,
-    results_tx: Sender<Answer>,
-    results_rx: Receiver<Answer>,
-    rhythm: Arc<Rhythm>,
-    seq: u64,
-    /// GPU readings a sample found read ahead, without asking.
-    pub read_ahead: u64,
+    /// Per GPU: since when a superseded reader has been stuck in a call to it.
+    stuck: Vec<Option<Instant>>,
+    /// The call the current reader is in: which GPU, since when.
+    calling: Option<(usize, Instant)>,
+    /// The sample in progress.
+    round: Option<Round>,
 }
 
-fn lock(slot: &Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
-    slot.lock().unwrap_or_else(|e| e.into_inner())
+struct Round {
+    t: Time,
+    began: Instant,
+    readings: Vec<Option<GpuReading>>,
 }
 
-impl<B: Backend> DeviceSource<B> {
-    /// `interval`: how often the caller samples, so that workers can read just ahead of it.
-    pub fn new(backend: B, cfg: &NvmlConfig, interval: Duration) -> anyhow::Result<Self> {
-        let (results_tx, results_rx) = mpsc::channel();
-        let mut s = DeviceSource {
-            backend: Arc::new(backend),
-            deadline: cfg.deadline,
-            read_comm: cfg.read_comm,
-            proc_root: cfg.proc_root.clone(),
-            workers: Vec::new(),
-            identities: Vec::new(),
-            results_tx,
-            results_rx,
-            rhythm: Arc::new(Rhythm {
-                epoch: Instant::now(),
-                last_sample: AtomicU64::new(0),
-                interval,
-                lead: cfg.read_ahead.min(interval / 2),
-            }),
-            seq: 0,
-            read_ahead: 0,
-        };
-        s.start_workers()
-            .map_err(|k| anyhow::anyhow!("NVML failed to list GPUs ({})", k.as_str()))?;
-        Ok(s)
+/// What the watchdog found.
+enum Check {
+    /// The reader has been in one call for the deadline; reader number `0` takes over.
+    TakeOver(u64),
+    /// The reader is in a call that may still come back in time: look again then.
+    Again(Instant),
+    /// No call in progress.
+    Idle,
+}
+
+/// Names of processes by pid, read once per process from `/proc/<pid>/comm`.
+type Comms = HashMap<u32, Option<String>>;
+
+fn down(id: &GpuIdentity, kind: ErrorKind) -> GpuReading {
+    GpuReading {
+        id: id.clone(),
+        memory: None,
+        processes: vec![],
+        errors: vec![kind],
+    }
+}
+
+impl<B: Backend> Core<B> {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn start_workers(&mut self) -> Result<(), ErrorKind> {
+    /// The GPUs as the backend lists them now; none when it cannot list them.
+    fn identities(&self) -> Result<Vec<GpuIdentity>, ErrorKind> {
         let count = self.backend.init()?;
-        // Dropping the old senders ends the old threads once they come back.
-        self.workers.clear();
-        self.identities = (0..count)
+        Ok((0..count)
             .map(|i| {
                 self.backend.identity(i).unwrap_or(GpuIdentity {
                     index: i,
@@ -131,134 +107,93 @@ impl<B: Backend> DeviceSource<B> {
                     pci_bus_id: String::new(),
                 })
             })
-            .collect();
-        for index in 0..count {
-            let (tx, rx) = mpsc::channel::<u64>();
-            let slot = Arc::new(Mutex::new(Slot::default()));
-            let worker = GpuWorker {
-                index,
-                backend: Arc::clone(&self.backend),
-                id: self.identities[index as usize].clone(),
-                slot: Arc::clone(&slot),
-                rhythm: Arc::clone(&self.rhythm),
-                results: self.results_tx.clone(),
-                read_comm: self.read_comm,
-                proc_root: self.proc_root.clone(),
-                comms: HashMap::new(),
-            };
-            std::thread::Builder::new()
-                .name(format!("gpu-{index}"))
-                .spawn(move || worker.run(rx))
-                .expect("spawn a GPU worker thread");
-            self.workers.push(Worker { tx, slot });
-        }
-        Ok(())
+            .collect())
     }
 
-    fn down(&self, index: u32, kind: ErrorKind) -> GpuReading {
-        GpuReading {
-            id: self.identities[index as usize].clone(),
-            memory: None,
-            processes: vec![],
-            errors: vec![kind],
+    /// Start the sample at `t` as reader `me`; false when `me` has been superseded.
+    fn begin(&self, me: u64, t: Time) -> bool {
+        let mut st = self.state();
+        if st.reader != me {
+            return false;
         }
+        let n = st.identities.len();
+        st.round = Some(Round {
+            t,
+            began: Instant::now(),
+            readings: vec![None; n],
+        });
+        true
     }
-}
 
-struct GpuWorker<B: Backend> {
-    index: u32,
-    backend: Arc<B>,
-    id: GpuIdentity,
-    slot: Arc<Mutex<Slot>>,
-    rhythm: Arc<Rhythm>,
-    results: Sender<Answer>,
-    read_comm: bool,
-    proc_root: PathBuf,
-    comms: HashMap<u32, Option<String>>,
-}
-
-impl<B: Backend> GpuWorker<B> {
-    fn run(mut self, rx: Receiver<u64>) {
-        // The sample the last reading ahead was for.
-        let mut read_ahead_of = 0u64;
+    /// Read the GPUs the sample in progress still lacks and complete it; None when `me` was
+    /// superseded meanwhile (the reader that took over completes it).
+    fn finish(&self, me: u64, comms: &mut Comms) -> Option<Observation> {
         loop {
-            let r = &self.rhythm;
-            let last = r.last_sample.load(Ordering::Acquire);
-            // Ahead of the sample after `last`; if that one was already read for, ahead of the
-            // one after (by then `last` has usually moved on and is checked again on waking).
-            let due = if last == 0 || r.lead.is_zero() {
-                None
-            } else if last != read_ahead_of {
-                Some(r.at(last) + r.interval - r.lead)
-            } else {
-                Some(r.at(last) + r.interval * 2 - r.lead)
-            };
-            let msg = match due {
-                Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            match msg {
-                Ok(seq) => {
-                    if !self.deliver(Some(seq)) {
-                        return;
-                    }
+            let (index, id) = {
+                let mut guard = self.state();
+                let st = &mut *guard;
+                if st.reader != me {
+                    return None;
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    let last = r.last_sample.load(Ordering::Acquire);
-                    let due_now = r.at(last) + r.interval - r.lead;
-                    if last != read_ahead_of && Instant::now() >= due_now {
-                        read_ahead_of = last;
-                        if !self.deliver(None) {
-                            return;
-                        }
-                    }
+                let round = st.round.as_mut()?;
+                let Some(i) = round.readings.iter().position(Option::is_none) else {
+                    break;
+                };
+                if st.stuck.get(i).is_some_and(Option::is_some) {
+                    round.readings[i] = Some(down(&st.identities[i], ErrorKind::Timeout));
+                    continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => return,
+                st.calling = Some((i, Instant::now()));
+                (i, st.identities[i].clone())
+            };
+            let reading = self.read(index, id, comms);
+            let mut st = self.state();
+            if st.reader != me {
+                // It came back after all; the next sample asks it again.
+                if let Some(s) = st.stuck.get_mut(index) {
+                    *s = None;
+                }
+                return None;
+            }
+            st.calling = None;
+            if let Some(round) = st.round.as_mut() {
+                round.readings[index] = Some(reading);
             }
         }
-    }
-
-    /// Read the GPU; answer the sample `asked` (or one that started waiting meanwhile), or
-    /// leave the reading ahead for the next sample. False when the sampler is gone.
-    fn deliver(&mut self, asked: Option<u64>) -> bool {
-        let began = Instant::now();
-        lock(&self.slot).reading_since = Some(began);
-        let reading = self.read();
-        let answer = {
-            let mut slot = lock(&self.slot);
-            slot.reading_since = None;
-            match slot.wanted.take().or(asked) {
-                Some(seq) => Some((seq, reading)),
-                None => {
-                    slot.ahead = Some((began, began.elapsed(), reading));
-                    None
-                }
+        let round = self.state().round.take()?;
+        let gpus: Vec<GpuReading> = round.readings.into_iter().flatten().collect();
+        comms.retain(|pid, _| {
+            gpus.iter()
+                .any(|g| g.processes.iter().any(|p| p.pid == *pid))
+        });
+        // Every GPU failing with a driver error means NVML itself is gone (driver reload).
+        let whole_failure = !gpus.is_empty()
+            && gpus
+                .iter()
+                .all(|g| g.memory.is_none() && g.errors.contains(&ErrorKind::Driver));
+        let mut reinitialised = false;
+        if whole_failure || gpus.is_empty() {
+            if let Ok(ids) = self.identities() {
+                let mut st = self.state();
+                st.stuck.resize(ids.len(), None);
+                st.identities = ids;
+                reinitialised = true;
+                tracing::warn!(gpus = st.identities.len(), "NVML initialised again");
             }
-        };
-        match answer {
-            Some((seq, reading)) => self.results.send((self.index, seq, reading)).is_ok(),
-            None => true,
         }
+        Some(Observation {
+            t: round.t,
+            gpus,
+            reports: vec![],
+            duration_seconds: round.began.elapsed().as_secs_f64(),
+            reinitialised,
+        })
     }
 
-    fn comm(&mut self, pid: u32) -> Option<String> {
-        if !self.read_comm {
-            return None;
-        }
-        let root = &self.proc_root;
-        self.comms
-            .entry(pid)
-            .or_insert_with(|| {
-                std::fs::read_to_string(root.join(pid.to_string()).join("comm"))
-                    .ok()
-                    .map(|s| s.trim_end().to_string())
-            })
-            .clone()
-    }
-
-    fn read(&mut self) -> GpuReading {
+    fn read(&self, index: usize, id: GpuIdentity, comms: &mut Comms) -> GpuReading {
+        let index32 = index as u32;
         let mut errors = Vec::new();
-        let memory = match self.backend.memory(self.index) {
+        let memory = match self.backend.memory(index32) {
             Ok(m) => Some(m),
             Err(k) => {
                 errors.push(k);
@@ -267,15 +202,13 @@ impl<B: Backend> GpuWorker<B> {
         };
         let mut processes = Vec::new();
         if memory.is_some() {
-            match self.backend.processes(self.index) {
+            match self.backend.processes(index32) {
                 Ok(list) => {
-                    self.comms.retain(|pid, _| list.iter().any(|p| p.0 == *pid));
                     for (pid, used) in list {
-                        let comm = self.comm(pid);
                         processes.push(ProcessReading {
                             pid,
                             used_bytes: used,
-                            comm,
+                            comm: self.comm(pid, comms),
                         });
                     }
                 }
@@ -284,10 +217,185 @@ impl<B: Backend> GpuWorker<B> {
             }
         }
         GpuReading {
-            id: self.id.clone(),
+            id,
             memory,
             processes,
             errors,
+        }
+    }
+
+    fn comm(&self, pid: u32, comms: &mut Comms) -> Option<String> {
+        if !self.read_comm {
+            return None;
+        }
+        comms
+            .entry(pid)
+            .or_insert_with(|| {
+                std::fs::read_to_string(self.proc_root.join(pid.to_string()).join("comm"))
+                    .ok()
+                    .map(|s| s.trim_end().to_string())
+            })
+            .clone()
+    }
+
+    /// The watchdog's look at the reader: when it has been in one call for the deadline, that
+    /// GPU is reported down in the sample in progress and stuck until the call comes back, and
+    /// a new reader must take over.
+    fn check(&self, now: Instant) -> Check {
+        let mut st = self.state();
+        match st.calling {
+            Some((i, since)) if now >= since + self.deadline => {
+                tracing::warn!(gpu = i, deadline = ?self.deadline, "an NVML call did not come back in time; the GPU is reported down until it does");
+                st.stuck[i] = Some(since);
+                st.calling = None;
+                st.reader += 1;
+                Check::TakeOver(st.reader)
+            }
+            Some((_, since)) => Check::Again(since + self.deadline),
+            None => Check::Idle,
+        }
+    }
+}
+
+/// How a reader is asked for samples.
+enum Asked {
+    /// One sample per request, answered on a channel (`Source::sample`).
+    Requests {
+        requests: Arc<Mutex<Receiver<Time>>>,
+        answers: Sender<Observation>,
+    },
+    /// Every interval, handed on at once (`Source::run`).
+    Rhythm(Arc<Rhythm>),
+}
+
+/// The exporter's sampling loop, kept by whichever reader is current.
+struct Rhythm {
+    schedule: Mutex<Schedule>,
+    clock: Arc<dyn Fn() -> Time + Send + Sync>,
+    deliver: Mutex<Box<dyn FnMut(Observation) + Send>>,
+    stop: Arc<Stop>,
+    /// The watchdog's: each sample sets it to the deadline after the next one is due.
+    timer: Arc<Timer>,
+}
+
+fn spawn_reader<B: Backend>(core: &Arc<Core<B>>, me: u64, asked: Asked, resume: bool) {
+    let core = Arc::clone(core);
+    std::thread::Builder::new()
+        .name("gpu-reader".into())
+        .spawn(move || core.reader(me, asked, resume))
+        .expect("spawn a GPU reader thread");
+}
+
+impl<B: Backend> Core<B> {
+    /// A reader's loop. `resume`: first complete the sample a stuck reader left.
+    fn reader(&self, me: u64, asked: Asked, resume: bool) {
+        let mut comms = Comms::new();
+        let mut pending = resume;
+        match asked {
+            Asked::Requests { requests, answers } => loop {
+                if !pending {
+                    let t = requests.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    if !t.is_ok_and(|t| self.begin(me, t)) {
+                        return;
+                    }
+                }
+                pending = false;
+                let Some(obs) = self.finish(me, &mut comms) else {
+                    return;
+                };
+                if answers.send(obs).is_err() {
+                    return;
+                }
+            },
+            Asked::Rhythm(r) => loop {
+                if !pending {
+                    let next = r.schedule.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    if r.stop.wait_until(next) || !self.begin(me, (r.clock)()) {
+                        return;
+                    }
+                }
+                pending = false;
+                let Some(obs) = self.finish(me, &mut comms) else {
+                    return;
+                };
+                (r.deliver.lock().unwrap_or_else(|e| e.into_inner()))(obs);
+                let next = r
+                    .schedule
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .advance();
+                r.timer.arm_at(next + self.deadline);
+            },
+        }
+    }
+}
+
+pub struct DeviceSource<B: Backend> {
+    core: Arc<Core<B>>,
+    request: Sender<Time>,
+    requests: Arc<Mutex<Receiver<Time>>>,
+    answers_tx: Sender<Observation>,
+    answers: Receiver<Observation>,
+}
+
+impl<B: Backend> DeviceSource<B> {
+    pub fn new(backend: B, cfg: &NvmlConfig) -> anyhow::Result<Self> {
+        let core = Core {
+            backend,
+            deadline: cfg.deadline,
+            read_comm: cfg.read_comm,
+            proc_root: cfg.proc_root.clone(),
+            state: Mutex::new(State {
+                reader: 0,
+                identities: Vec::new(),
+                stuck: Vec::new(),
+                calling: None,
+                round: None,
+            }),
+            watchdog_wakes: AtomicU64::new(0),
+        };
+        let ids = core
+            .identities()
+            .map_err(|k| anyhow::anyhow!("NVML failed to list GPUs ({})", k.as_str()))?;
+        {
+            let mut st = core.state();
+            st.stuck = vec![None; ids.len()];
+            st.identities = ids;
+        }
+        let (request, requests) = mpsc::channel();
+        let (answers_tx, answers) = mpsc::channel();
+        let s = DeviceSource {
+            core: Arc::new(core),
+            request,
+            requests: Arc::new(Mutex::new(requests)),
+            answers_tx,
+            answers,
+        };
+        spawn_reader(&s.core, 0, s.asked(), false);
+        Ok(s)
+    }
+
+    fn asked(&self) -> Asked {
+        Asked::Requests {
+            requests: Arc::clone(&self.requests),
+            answers: self.answers_tx.clone(),
+        }
+    }
+
+    /// Every GPU down: the reader is gone (it panicked).
+    fn all_down(&self, t: Time) -> Observation {
+        Observation {
+            t,
+            gpus: self
+                .core
+                .state()
+                .identities
+                .iter()
+                .map(|id| down(id, ErrorKind::Other))
+                .collect(),
+            reports: vec![],
+            duration_seconds: 0.0,
+            reinitialised: false,
         }
     }
 }
@@ -298,95 +406,134 @@ impl<B: Backend> Source for DeviceSource<B> {
     }
 
     fn sample(&mut self, t: Time) -> Observation {
-        let started = Instant::now();
-        let previous = self
-            .rhythm
-            .last_sample
-            .swap(self.rhythm.nanos(started).max(1), Ordering::AcqRel);
-        self.seq += 1;
-        let seq = self.seq;
-        let n = self.workers.len();
-        let mut answers: Vec<Option<GpuReading>> = vec![None; n];
-        // Each worker asked, with when its answer is due.
-        let mut waiting: Vec<(usize, Instant)> = Vec::new();
-        // What the sample took is what its GPUs' calls took, some of which began before it:
-        // readings taken ahead (the slowest of them), and calls already running when it came
-        // (from the earliest start).
-        let mut slowest_ahead = Duration::ZERO;
-        let mut earliest = started;
-        for (i, w) in self.workers.iter().enumerate() {
-            let mut slot = lock(&w.slot);
-            // A reading taken since the previous sample is this sample's.
-            if let Some((began, took, reading)) = slot.ahead.take() {
-                if previous != 0 && began >= self.rhythm.at(previous) {
-                    answers[i] = Some(reading);
-                    slowest_ahead = slowest_ahead.max(took);
-                    self.read_ahead += 1;
-                    continue;
-                }
+        if self.request.send(t).is_err() {
+            return self.all_down(t);
+        }
+        // This thread is the watchdog while it waits.
+        let mut wait = self.core.deadline / 4;
+        loop {
+            match self.answers.recv_timeout(wait) {
+                Ok(obs) => return obs,
+                Err(RecvTimeoutError::Disconnected) => return self.all_down(t),
+                Err(RecvTimeoutError::Timeout) => {}
             }
-            if let Some(since) = slot.reading_since {
-                // Inside a call: wait for it up to the deadline from when it began, which for
-                // a GPU that hangs has long passed.
-                if since + self.deadline <= started {
-                    answers[i] = Some(self.down(i as u32, ErrorKind::Timeout));
-                } else {
-                    slot.wanted = Some(seq);
-                    earliest = earliest.min(since);
-                    waiting.push((i, since + self.deadline));
+            let now = Instant::now();
+            wait = match self.core.check(now) {
+                Check::TakeOver(me) => {
+                    spawn_reader(&self.core, me, self.asked(), true);
+                    self.core.deadline / 4
                 }
+                Check::Again(at) => at.saturating_duration_since(now),
+                Check::Idle => self.core.deadline / 4,
+            };
+        }
+    }
+
+    /// The reader keeps the rhythm and hands each sample on from its own thread; this thread
+    /// is the watchdog, asleep on its timer unless a call overruns.
+    fn run(mut self: Box<Self>, pace: Pace) {
+        let timer = match Timer::new() {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "no timer for the NVML watchdog; sampling through a second thread");
+                return super::run_plain(&mut *self, pace);
+            }
+        };
+        let core = Arc::clone(&self.core);
+        // The request reader stops: its channel closes.
+        drop(self);
+        let Pace {
+            interval,
+            clock,
+            deliver,
+            stop,
+        } = pace;
+        let rhythm = Arc::new(Rhythm {
+            schedule: Mutex::new(Schedule::new(interval)),
+            clock,
+            deliver: Mutex::new(deliver),
+            stop: Arc::clone(&stop),
+            timer: Arc::clone(&timer),
+        });
+        timer.arm_at(Instant::now() + core.deadline);
+        let wake = Arc::clone(&timer);
+        stop.on_set(Box::new(move || wake.arm_at(Instant::now())));
+        let me = {
+            let mut st = core.state();
+            st.reader += 1;
+            st.reader
+        };
+        spawn_reader(&core, me, Asked::Rhythm(Arc::clone(&rhythm)), false);
+        loop {
+            timer.wait();
+            if stop.is_set() {
+                return;
+            }
+            core.watchdog_wakes.fetch_add(1, Ordering::Relaxed);
+            let now = Instant::now();
+            match core.check(now) {
+                Check::TakeOver(me) => {
+                    spawn_reader(&core, me, Asked::Rhythm(Arc::clone(&rhythm)), true);
+                    timer.arm_at(now + core.deadline);
+                }
+                Check::Again(at) => timer.arm_at(at),
+                // Between calls but late (a slow hand-off): look again a deadline on.
+                Check::Idle => timer.arm_at(now + core.deadline),
+            }
+        }
+    }
+}
+
+/// A one-shot monotonic timer (timerfd) that a thread sleeps on and others re-arm without
+/// waking it.
+struct Timer(OwnedFd);
+
+impl Timer {
+    fn new() -> std::io::Result<Timer> {
+        // SAFETY: timerfd_create has no memory arguments; a valid fd is owned from here on.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor nobody else owns.
+        Ok(Timer(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Fire at `at` (at once if it has passed), replacing the previous setting.
+    fn arm_at(&self, at: Instant) {
+        // A zero value would disarm it.
+        let d = at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid fd and itimerspec; the old value is not asked for.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Sleep until it fires.
+    fn wait(&self) {
+        let mut expirations = [0u8; 8];
+        loop {
+            // SAFETY: reads at most 8 bytes into an 8-byte buffer.
+            let n = unsafe { libc::read(self.0.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+            if n == 8 {
+                return;
+            }
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            drop(slot);
-            if w.tx.send(seq).is_err() {
-                answers[i] = Some(self.down(i as u32, ErrorKind::Other));
-                continue;
-            }
-            waiting.push((i, started + self.deadline));
-        }
-        let until = waiting.iter().map(|w| w.1).max().unwrap_or(started);
-        let mut asked = waiting.len();
-        while asked > 0 {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.results_rx.recv_timeout(left) {
-                Ok((index, s, reading)) if s == seq && (index as usize) < n => {
-                    answers[index as usize] = Some(reading);
-                    asked -= 1;
-                }
-                Ok(_) => {} // a late answer to an earlier sample
-                Err(_) => break,
-            }
-        }
-        for (i, w) in self.workers.iter().enumerate() {
-            if answers[i].is_none() {
-                // Late: whatever it brings back belongs to no sample.
-                let mut slot = lock(&w.slot);
-                if slot.wanted == Some(seq) {
-                    slot.wanted = None;
-                }
-            }
-        }
-        let gpus: Vec<GpuReading> = answers
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| a.unwrap_or_else(|| self.down(i as u32, ErrorKind::Timeout)))
-            .collect();
-        // Every GPU failing with a driver error means NVML itself is gone (driver reload).
-        let whole_failure = !gpus.is_empty()
-            && gpus
-                .iter()
-                .all(|g| g.memory.is_none() && g.errors.contains(&ErrorKind::Driver));
-        let mut reinitialised = false;
-        if (whole_failure || gpus.is_empty()) && self.start_workers().is_ok() {
-            reinitialised = true;
-            tracing::warn!(gpus = self.workers.len(), "NVML initialised again");
-        }
-        Observation {
-            t,
-            gpus,
-            reports: vec![],
-            duration_seconds: earliest.elapsed().max(slowest_ahead).as_secs_f64(),
-            reinitialised,
+            // Cannot happen on a timerfd; do not spin if it does.
+            std::thread::sleep(Duration::from_millis(100));
+            return;
         }
     }
 }
@@ -448,13 +595,16 @@ pub mod tests {
         }
     }
 
-    fn source(s: &Arc<Scripted>, deadline_ms: u64) -> DeviceSource<Arc<Scripted>> {
-        let cfg = NvmlConfig {
+    fn nvml_config(deadline_ms: u64) -> NvmlConfig {
+        NvmlConfig {
             deadline: Duration::from_millis(deadline_ms),
             read_comm: false,
             ..NvmlConfig::default()
-        };
-        DeviceSource::new(Arc::clone(s), &cfg, Duration::from_secs(1)).unwrap()
+        }
+    }
+
+    fn source(s: &Arc<Scripted>, deadline_ms: u64) -> DeviceSource<Arc<Scripted>> {
+        DeviceSource::new(Arc::clone(s), &nvml_config(deadline_ms)).unwrap()
     }
 
     #[test]
@@ -505,91 +655,103 @@ pub mod tests {
         assert!(*s.inits.lock().unwrap() >= 2);
     }
 
-    /// Sample `s`'s GPUs `samples` times on a regular rhythm; `each` sees every observation.
-    /// Returns how many GPU readings were found read ahead.
-    fn sample_regularly(
-        s: &Arc<Scripted>,
-        interval: Duration,
-        read_ahead: Duration,
-        samples: u32,
-        mut each: impl FnMut(u32, &Observation),
-    ) -> u64 {
-        let cfg = NvmlConfig {
-            deadline: Duration::from_millis(200),
-            read_ahead,
-            read_comm: false,
-            ..NvmlConfig::default()
-        };
-        let mut src = DeviceSource::new(Arc::clone(s), &cfg, interval).unwrap();
-        let start = Instant::now();
-        for k in 0..samples {
-            std::thread::sleep((start + interval * k).saturating_duration_since(Instant::now()));
-            each(k, &src.sample(f64::from(k)));
-        }
-        src.read_ahead
-    }
-
     #[test]
-    fn a_regular_sampler_finds_readings_taken_ahead_and_changes_show() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 2;
-        // A generous read-ahead, so that a loaded test machine still wakes the workers in time.
-        let read_ahead = sample_regularly(
-            &s,
-            Duration::from_millis(50),
-            Duration::from_millis(20),
-            20,
-            |k, o| {
-                assert_eq!(o.gpus.len(), 2);
-                assert!(o.gpus[0].is_up(), "sample {k}");
-                // A change shows within one sample: the reading ahead may predate it.
-                if k >= 12 {
-                    assert_eq!(o.gpus[1].errors, vec![ErrorKind::GpuLost], "sample {k}");
-                }
-                if k == 9 {
-                    s.lost.lock().unwrap().push(1);
-                }
-            },
-        );
-        // The first sample has to ask; on a regular rhythm most of the rest need not. (Loose:
-        // a loaded machine may wake a worker late now and then.)
-        assert!(
-            read_ahead >= 20,
-            "{read_ahead} of 38 GPU readings were read ahead"
-        );
-    }
-
-    #[test]
-    fn without_reading_ahead_every_sample_asks() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 1;
-        let read_ahead =
-            sample_regularly(&s, Duration::from_millis(30), Duration::ZERO, 6, |_, o| {
-                assert!(o.gpus[0].is_up());
-            });
-        assert_eq!(read_ahead, 0);
-    }
-
-    #[test]
-    fn a_sample_takes_as_long_as_its_slowest_gpu_even_when_read_ahead() {
+    fn a_sample_takes_as_long_as_its_gpus_calls() {
         let s = Arc::new(Scripted::default());
         *s.count.lock().unwrap() = 2;
         *s.slow.lock().unwrap() = Duration::from_millis(25);
-        let read_ahead = sample_regularly(
-            &s,
-            Duration::from_millis(100),
-            Duration::from_millis(40),
-            6,
-            |k, o| {
-                assert!(o.gpus.iter().all(|g| g.is_up()), "sample {k}");
-                // gpumem_exporter_sample_duration_seconds: the GPU calls, wherever they ran.
-                assert!(
-                    o.duration_seconds >= 0.025,
-                    "sample {k}: {}",
-                    o.duration_seconds
-                );
-            },
-        );
-        assert!(read_ahead > 0, "no reading was taken ahead");
+        let mut src = source(&s, 500);
+        let o = src.sample(1.0);
+        assert!(o.gpus.iter().all(|g| g.is_up()));
+        // gpumem_exporter_sample_duration_seconds: the calls, one GPU after the other.
+        assert!(o.duration_seconds >= 0.05, "{}", o.duration_seconds);
+    }
+
+    /// Run `src` as the exporter does; observations arrive on the returned channel.
+    fn run_paced(
+        src: DeviceSource<Arc<Scripted>>,
+        interval: Duration,
+    ) -> (
+        Arc<Stop>,
+        Receiver<Observation>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let stop = Arc::new(Stop::default());
+        let (tx, rx) = mpsc::channel();
+        let pace = Pace {
+            interval,
+            clock: Arc::new(|| 0.0),
+            deliver: Box::new(move |o| {
+                let _ = tx.send(o);
+            }),
+            stop: Arc::clone(&stop),
+        };
+        let h = std::thread::spawn(move || Box::new(src).run(pace));
+        (stop, rx, h)
+    }
+
+    #[test]
+    fn a_paced_run_keeps_its_rhythm_and_its_watchdog_sleeps() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 3;
+        // The default deadline: far above a loaded test machine's scheduling delays, and
+        // shorter than the run, so a timer left unarmed would fire.
+        let src = source(&s, 500);
+        let core = Arc::clone(&src.core);
+        let (stop, rx, h) = run_paced(src, Duration::from_millis(20));
+        let started = Instant::now();
+        for k in 0..40 {
+            let o = rx.recv_timeout(Duration::from_secs(5)).expect("a sample");
+            assert_eq!(o.gpus.len(), 3);
+            assert!(o.gpus.iter().all(|g| g.is_up()), "sample {k}");
+        }
+        // 40 samples at 20 ms: the rhythm, not a burst.
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(760), "{took:?}");
+        assert_eq!(core.watchdog_wakes.load(Ordering::Relaxed), 0);
+        stop.set();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_paced_run_rides_out_a_hung_gpu_and_takes_it_back() {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = 3;
+        let src = source(&s, 50);
+        let core = Arc::clone(&src.core);
+        let (stop, rx, h) = run_paced(src, Duration::from_millis(20));
+        let next = || rx.recv_timeout(Duration::from_secs(5)).expect("a sample");
+        assert!(next().gpus.iter().all(|g| g.is_up()));
+        s.hang.lock().unwrap().push(1);
+        // Within a few samples GPU 1 is down for a timeout while the others are read.
+        let mut down = None;
+        for _ in 0..20 {
+            let o = next();
+            if !o.gpus[1].is_up() {
+                down = Some(o);
+                break;
+            }
+        }
+        let o = down.expect("the hung GPU is reported down");
+        assert_eq!(o.gpus[1].errors, vec![ErrorKind::Timeout]);
+        assert!(o.gpus[0].is_up() && o.gpus[2].is_up());
+        // Samples keep coming while the call is stuck: not asked again, down at once.
+        for _ in 0..3 {
+            let o = next();
+            assert!(!o.gpus[1].is_up() && o.gpus[2].is_up());
+            assert!(o.duration_seconds < 0.05, "{}", o.duration_seconds);
+        }
+        assert!(core.watchdog_wakes.load(Ordering::Relaxed) >= 1);
+        s.hang.lock().unwrap().clear();
+        let mut back = false;
+        for _ in 0..100 {
+            if next().gpus[1].is_up() {
+                back = true;
+                break;
+            }
+        }
+        assert!(back, "the GPU is read again once its call comes back");
+        stop.set();
+        h.join().unwrap();
     }
 }

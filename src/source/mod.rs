@@ -5,6 +5,9 @@ pub mod nvml;
 pub mod replay;
 pub mod sim;
 
+use std::sync::{Arc, Condvar, LockResult, Mutex};
+use std::time::{Duration, Instant};
+
 use crate::config::{Config, SourceSpec};
 use crate::model::{Observation, Time};
 
@@ -18,6 +21,22 @@ pub trait Source: Send {
     fn next_time(&self) -> Option<Time> {
         None
     }
+    /// Sample every `pace.interval` until stopped, handing each observation to
+    /// `pace.deliver`; returns once stopped. This: a plain loop on the calling thread.
+    fn run(mut self: Box<Self>, pace: Pace) {
+        run_plain(&mut *self, pace)
+    }
+}
+
+/// The plain sampling loop: sample, hand on, sleep until the next tick.
+pub fn run_plain<S: Source + ?Sized>(source: &mut S, mut pace: Pace) {
+    let mut schedule = Schedule::new(pace.interval);
+    while !pace.stop.is_set() {
+        (pace.deliver)(source.sample((pace.clock)()));
+        if pace.stop.wait_until(schedule.advance()) {
+            break;
+        }
+    }
 }
 
 /// Open the configured source.
@@ -28,7 +47,97 @@ pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
             nvml::NvmlBackend::open()?,
             &cfg.nvml,
-            cfg.sample_interval,
         )?),
     })
+}
+
+/// How a source is run as a sampling loop (`Source::run`).
+pub struct Pace {
+    pub interval: Duration,
+    /// The source time of a sample taken now.
+    pub clock: Arc<dyn Fn() -> Time + Send + Sync>,
+    /// Receives every observation, on whichever thread took it.
+    pub deliver: Box<dyn FnMut(Observation) + Send>,
+    pub stop: Arc<Stop>,
+}
+
+/// The ticks of a sampling loop: one per interval from the first, skipping the ones missed
+/// (a slow GPU) rather than catching up in a burst.
+pub struct Schedule {
+    next: Instant,
+    interval: Duration,
+}
+
+impl Schedule {
+    pub fn new(interval: Duration) -> Self {
+        Schedule {
+            next: Instant::now(),
+            interval,
+        }
+    }
+
+    /// The tick the loop is waiting for.
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// Move on after a sample.
+    pub fn advance(&mut self) -> Instant {
+        self.next += self.interval;
+        let now = Instant::now();
+        if self.next < now {
+            self.next = now + self.interval;
+        }
+        self.next
+    }
+}
+
+/// The request to stop, which also wakes a sampling loop from its wait for the next tick: it
+/// then sleeps exactly once per sample, where polling a flag would wake it every few
+/// milliseconds. Loops that sleep elsewhere (on a timer) register a waker.
+#[derive(Default)]
+pub struct Stop {
+    stopped: Mutex<bool>,
+    wake: Condvar,
+    wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+fn unpoisoned<T>(r: LockResult<T>) -> T {
+    r.unwrap_or_else(|e| e.into_inner())
+}
+
+impl Stop {
+    pub fn set(&self) {
+        *unpoisoned(self.stopped.lock()) = true;
+        self.wake.notify_all();
+        for w in unpoisoned(self.wakers.lock()).iter() {
+            w();
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        *unpoisoned(self.stopped.lock())
+    }
+
+    /// Call `waker` when stopped (at once if already stopped).
+    pub fn on_set(&self, waker: Box<dyn Fn() + Send + Sync>) {
+        let mut wakers = unpoisoned(self.wakers.lock());
+        if self.is_set() {
+            waker();
+        }
+        wakers.push(waker);
+    }
+
+    /// Wait until `deadline` or a stop, whichever comes first; true when stopped.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let mut stopped = unpoisoned(self.stopped.lock());
+        while !*stopped {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            stopped = unpoisoned(self.wake.wait_timeout(stopped, left)).0;
+        }
+        *stopped
+    }
 }
