@@ -129,6 +129,10 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Scrapes are encoded on the blocking pool, whose threads exit after 10 s idle by
+        // default: with Prometheus scraping every 15 s or more, every scrape would start a
+        // fresh thread. An idle one costs nothing.
+        .thread_keep_alive(Duration::from_secs(300))
         .enable_all()
         .build()?;
     rt.block_on(serve(cfg, source, shared))
