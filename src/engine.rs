@@ -620,7 +620,6 @@ impl Engine {
         p.retries.growth(now, RETRY_WINDOW)
     }
 
-    /// Build the snapshot for the latest observation.
     /// The snapshot of what the engine holds now, built only when something was folded in
     /// since the last one. Scrapes and the live view ask for it; the sampler does not, so a
     /// sample costs no snapshot that nobody reads (at 8 GPUs × 64 processes, one costs about a
@@ -637,6 +636,8 @@ impl Engine {
         }
     }
 
+    /// Build the snapshot for the latest observation (`current` reuses it while nothing
+    /// changed).
     pub fn snapshot(&mut self) -> Snapshot {
         let now = self.now;
         let mut keys: Vec<ProcKey> = self.procs.keys().cloned().collect();

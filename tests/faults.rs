@@ -149,10 +149,7 @@ impl Rig {
     }
 
     fn metrics(&self) -> String {
-        let snap = self.shared.snapshot();
-        let mut out = String::new();
-        encode::text(&snap, &self.shared.counters, "test", &mut out).unwrap();
-        out
+        metrics_text(&self.shared)
     }
 
     fn set_comm(&self, pid: u32, comm: Option<&str>) {
@@ -167,6 +164,13 @@ impl Rig {
             }
         }
     }
+}
+
+/// What a scrape of `shared` would return, in the text format.
+fn metrics_text(shared: &Shared) -> String {
+    let mut out = String::new();
+    encode::text(&shared.snapshot(), &shared.counters, "test", &mut out).unwrap();
+    out
 }
 
 fn up(m: &str, gpu: u32) -> Option<f64> {
@@ -275,15 +279,10 @@ fn the_exporters_sampling_loop_rides_out_a_hung_first_gpu() {
         Duration::from_millis(20),
         Arc::new(unix_now),
     );
-    let metrics = || {
-        let mut out = String::new();
-        encode::text(&shared.snapshot(), &shared.counters, "test", &mut out).unwrap();
-        out
-    };
     let wait_for = |what: &str, ok: &dyn Fn(&str) -> bool| {
         let until = Instant::now() + Duration::from_secs(10);
         loop {
-            let m = metrics();
+            let m = metrics_text(&shared);
             if ok(&m) {
                 return m;
             }

@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Pace, Schedule, Source, Stop};
+use super::{unpoisoned, Pace, Schedule, Source, Stop};
 use crate::config::NvmlConfig;
 use crate::model::{
     DeviceMemory, ErrorKind, GpuIdentity, GpuReading, Observation, ProcessReading, Time,
@@ -70,7 +70,8 @@ struct Round {
 
 /// What the watchdog found.
 enum Check {
-    /// The reader has been in one call for the deadline; reader number `0` takes over.
+    /// The reader has been in one call for the deadline; a new reader with this number must
+    /// take over.
     TakeOver(u64),
     /// The reader is in a call that may still come back in time: look again then.
     Again(Instant),
@@ -92,7 +93,7 @@ fn down(id: &GpuIdentity, kind: ErrorKind) -> GpuReading {
 
 impl<B: Backend> Core<B> {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.state.lock())
     }
 
     /// The GPUs as the backend lists them now; none when it cannot list them.
@@ -294,7 +295,7 @@ impl<B: Backend> Core<B> {
         match asked {
             Asked::Requests { requests, answers } => loop {
                 if !pending {
-                    let t = requests.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let t = unpoisoned(requests.lock()).recv();
                     if !t.is_ok_and(|t| self.begin(me, t)) {
                         return;
                     }
@@ -309,7 +310,7 @@ impl<B: Backend> Core<B> {
             },
             Asked::Rhythm(r) => loop {
                 if !pending {
-                    let next = r.schedule.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let next = unpoisoned(r.schedule.lock()).next();
                     if r.stop.wait_until(next) || !self.begin(me, (r.clock)()) {
                         return;
                     }
@@ -318,12 +319,8 @@ impl<B: Backend> Core<B> {
                 let Some(obs) = self.finish(me, &mut comms) else {
                     return;
                 };
-                (r.deliver.lock().unwrap_or_else(|e| e.into_inner()))(obs);
-                let next = r
-                    .schedule
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .advance();
+                (unpoisoned(r.deliver.lock()))(obs);
+                let next = unpoisoned(r.schedule.lock()).advance();
                 r.timer.arm_at(next + self.deadline);
             },
         }
@@ -381,23 +378,6 @@ impl<B: Backend> DeviceSource<B> {
             answers: self.answers_tx.clone(),
         }
     }
-
-    /// Every GPU down: the reader is gone (it panicked).
-    fn all_down(&self, t: Time) -> Observation {
-        Observation {
-            t,
-            gpus: self
-                .core
-                .state()
-                .identities
-                .iter()
-                .map(|id| down(id, ErrorKind::Other))
-                .collect(),
-            reports: vec![],
-            duration_seconds: 0.0,
-            reinitialised: false,
-        }
-    }
 }
 
 impl<B: Backend> Source for DeviceSource<B> {
@@ -406,16 +386,14 @@ impl<B: Backend> Source for DeviceSource<B> {
     }
 
     fn sample(&mut self, t: Time) -> Observation {
-        if self.request.send(t).is_err() {
-            return self.all_down(t);
-        }
+        // Both channels stay open while `self` holds their other ends (for the readers that
+        // take over), so sending cannot fail and waiting can only time out.
+        let _ = self.request.send(t);
         // This thread is the watchdog while it waits.
         let mut wait = self.core.deadline / 4;
         loop {
-            match self.answers.recv_timeout(wait) {
-                Ok(obs) => return obs,
-                Err(RecvTimeoutError::Disconnected) => return self.all_down(t),
-                Err(RecvTimeoutError::Timeout) => {}
+            if let Ok(obs) = self.answers.recv_timeout(wait) {
+                return obs;
             }
             let now = Instant::now();
             wait = match self.core.check(now) {
@@ -595,6 +573,12 @@ pub mod tests {
         }
     }
 
+    fn scripted(gpus: u32) -> Arc<Scripted> {
+        let s = Arc::new(Scripted::default());
+        *s.count.lock().unwrap() = gpus;
+        s
+    }
+
     fn nvml_config(deadline_ms: u64) -> NvmlConfig {
         NvmlConfig {
             deadline: Duration::from_millis(deadline_ms),
@@ -609,8 +593,7 @@ pub mod tests {
 
     #[test]
     fn a_hung_gpu_is_down_and_the_others_go_on() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 3;
+        let s = scripted(3);
         let mut src = source(&s, 50);
         s.hang.lock().unwrap().push(1);
         let o = src.sample(1.0);
@@ -628,8 +611,7 @@ pub mod tests {
 
     #[test]
     fn a_lost_gpu_is_down_with_its_kind() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 2;
+        let s = scripted(2);
         let mut src = source(&s, 200);
         s.lost.lock().unwrap().push(0);
         let o = src.sample(1.0);
@@ -640,8 +622,7 @@ pub mod tests {
 
     #[test]
     fn a_driver_reload_reinitialises() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 2;
+        let s = scripted(2);
         let mut src = source(&s, 200);
         s.driver_gone.store(true, Ordering::SeqCst);
         let o = src.sample(1.0);
@@ -657,8 +638,7 @@ pub mod tests {
 
     #[test]
     fn a_sample_takes_as_long_as_its_gpus_calls() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 2;
+        let s = scripted(2);
         *s.slow.lock().unwrap() = Duration::from_millis(25);
         let mut src = source(&s, 500);
         let o = src.sample(1.0);
@@ -692,8 +672,7 @@ pub mod tests {
 
     #[test]
     fn a_paced_run_keeps_its_rhythm_and_its_watchdog_sleeps() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 3;
+        let s = scripted(3);
         // The default deadline: far above a loaded test machine's scheduling delays, and
         // shorter than the run, so a timer left unarmed would fire.
         let src = source(&s, 500);
@@ -715,8 +694,7 @@ pub mod tests {
 
     #[test]
     fn a_paced_run_rides_out_a_hung_gpu_and_takes_it_back() {
-        let s = Arc::new(Scripted::default());
-        *s.count.lock().unwrap() = 3;
+        let s = scripted(3);
         let src = source(&s, 50);
         let core = Arc::clone(&src.core);
         let (stop, rx, h) = run_paced(src, Duration::from_millis(20));

@@ -102,7 +102,8 @@ pub struct Stop {
     wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
-fn unpoisoned<T>(r: LockResult<T>) -> T {
+/// A lock's guard even if a thread panicked holding it: the data here stays consistent.
+pub(crate) fn unpoisoned<T>(r: LockResult<T>) -> T {
     r.unwrap_or_else(|e| e.into_inner())
 }
 
