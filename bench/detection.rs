@@ -203,12 +203,23 @@ pub struct Second {
     pub gpu_of: BTreeMap<u32, String>,
 }
 
-pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
+/// The rate users run: NVML every second, one allocator report a second.
+pub const PRODUCTION: &[&str] = &["--sample-interval", "1s", "--replay.report-interval", "1s"];
+/// The rate the shared traces were recorded at: every sample, every 0.1 s.
+pub const RECORDED: &[&str] = &[
+    "--sample-interval",
+    "100ms",
+    "--replay.report-interval",
+    "0s",
+];
+
+pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");
     let status = std::process::Command::new(bin)
         .arg("replay")
         .args(files)
+        .args(rate)
         .arg("--output")
         .arg(&out)
         .stderr(std::process::Stdio::null())
@@ -357,9 +368,10 @@ fn score(
     s
 }
 
-/// Score gpumem-exporter and both baselines on one group of traces (one GPU).
-pub fn evaluate_group(bin: &Path, files: &[PathBuf]) -> Vec<Score> {
-    let timeline = replay(bin, files);
+/// Score gpumem-exporter and both baselines on one group of traces (one GPU), replayed at
+/// `rate` (`PRODUCTION` or `RECORDED`).
+pub fn evaluate_group(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Score> {
+    let timeline = replay(bin, files, rate);
     let mut truths: Vec<Truth> = files.iter().map(|p| read_truth(p)).collect();
     // Align as the replay source does: by t0_unix where every trace of the GPU has it.
     let base = truths.iter().filter_map(|t| t.t0_unix).reduce(f64::min);

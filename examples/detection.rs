@@ -1,6 +1,6 @@
 //! Prints the detection benchmark table (docs/analysis.md) for every trace in a folder.
 //!
-//! cargo build --release && cargo run --release --example detection -- ../shared/traces
+//! cargo build --release && cargo run --release --example detection -- tests/traces/shared
 
 #[path = "../bench/detection.rs"]
 mod detection;
@@ -8,7 +8,7 @@ mod detection;
 fn main() {
     let dir = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces").into());
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/shared").into());
     let bin = std::env::var("GPUMEM_BIN").unwrap_or_else(|_| {
         concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -21,6 +21,7 @@ fn main() {
         all.extend(detection::evaluate_group(
             std::path::Path::new(&bin),
             &group,
+            detection::PRODUCTION,
         ));
     }
     print!("{}", detection::table(&all));

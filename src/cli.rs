@@ -77,6 +77,11 @@ pub struct CommonArgs {
     #[arg(long = "replay.speed", global = true, value_name = "FACTOR")]
     pub replay_speed: Option<f64>,
 
+    /// Seconds between a replayed process's allocator reports (the client's rate; 0 sends every
+    /// recorded sample). [default: 1s]
+    #[arg(long = "replay.report-interval", global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub replay_report_interval: Option<Duration>,
+
     /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle.
     #[arg(
         long = "sim.scenarios",
@@ -295,6 +300,9 @@ impl CommonArgs {
         }
         if let Some(v) = self.replay_speed {
             c.replay.speed = v;
+        }
+        if let Some(v) = self.replay_report_interval {
+            c.replay.report_interval = v;
         }
         if let Some(list) = &self.sim_scenarios {
             let mut gpus = Vec::new();

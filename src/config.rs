@@ -140,8 +140,9 @@ pub struct AnalysisConfig {
     /// How much recent history the OOM forecast fits its trend on.
     #[serde(with = "humantime_serde")]
     pub eta_window: Duration,
-    /// Ignore this long after a process appears before fitting its ETA trend (context
-    /// creation). Shorter than `warmup`: a ramp to OOM can start right away.
+    /// A process's own growth counts towards the OOM forecast only after it has been seen this
+    /// long: loading a model or warming a cache is a ramp that stops by itself (its holdings
+    /// count from the start).
     #[serde(with = "humantime_serde")]
     pub eta_warmup: Duration,
     /// Least trend before an ETA may rest on it; a start-up ramp is shorter and then flattens.
@@ -169,8 +170,12 @@ pub struct RiskConfig {
     pub medium_eta: Duration,
     /// Used fraction of a GPU at which the risk is at least medium (the seeds warn at 75–85%).
     pub medium_used_fraction: f64,
-    /// Used fraction at which it is at least high.
+    /// Used fraction at which it is at least high, while demand grows.
     pub high_used_fraction: f64,
+    /// Whether `high_used_fraction` needs growing demand to mean high. A server that takes
+    /// 90 % up front and stays there is not at high risk; `oom --threshold` turns this off, as
+    /// the seeds' users asked for a plain used-share threshold.
+    pub high_used_needs_growth: bool,
     /// An OOM within this long keeps the risk at least high.
     #[serde(with = "humantime_serde")]
     pub recent_oom: Duration,
@@ -227,6 +232,10 @@ fn default_total_gib() -> f64 {
 #[serde(deny_unknown_fields, default)]
 pub struct ReplayConfig {
     pub speed: f64,
+    /// Seconds between the allocator reports a replayed process sends: the client's default
+    /// rate, whatever rate the trace was recorded at (0 sends every recorded sample).
+    #[serde(with = "humantime_serde")]
+    pub report_interval: Duration,
 }
 
 impl Default for Config {
@@ -290,10 +299,10 @@ impl Default for AnalysisConfig {
             leak_persistence: Duration::from_secs(15),
             leak_significance: 0.01,
             eta_window: Duration::from_secs(120),
-            eta_warmup: Duration::from_secs(2),
-            eta_min_span: Duration::from_secs(8),
+            eta_warmup: Duration::from_secs(60),
+            eta_min_span: Duration::from_secs(20),
             eta_horizon: Duration::from_secs(3600),
-            eta_max_extrapolation: 15.0,
+            eta_max_extrapolation: 10.0,
             peak_window: Duration::from_secs(300),
             risk: RiskConfig::default(),
         }
@@ -309,6 +318,7 @@ impl Default for RiskConfig {
             medium_used_fraction: 0.85,
             high_used_fraction: 0.95,
             recent_oom: Duration::from_secs(300),
+            high_used_needs_growth: true,
         }
     }
 }
@@ -359,7 +369,10 @@ impl SimGpuConfig {
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        ReplayConfig { speed: 1.0 }
+        ReplayConfig {
+            speed: 1.0,
+            report_interval: Duration::from_secs(1),
+        }
     }
 }
 

@@ -1,14 +1,14 @@
 //! The engine: takes observations and allocator reports, keeps the bounded history, runs the
 //! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
 use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
 use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, RiskParams};
-use crate::analysis::trend::{fit, floor_points, Trend};
+use crate::analysis::trend::{fit_demand, Trend};
 use crate::config::Config;
 use crate::history::{Changes, Series};
 use crate::ingest::report::{
@@ -21,6 +21,10 @@ type ProcKey = (u32, String);
 
 /// Window over which allocator retries count as "recent".
 const RETRY_WINDOW: f64 = 60.0;
+/// The high-water mark of a process's allocated bytes is taken over this window: a step's
+/// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
+/// sets a new record.
+const HIGH_WATER_WINDOW: f64 = 10.0;
 /// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
 pub const MAX_PHASES_PER_PROCESS: usize = 64;
 
@@ -53,12 +57,14 @@ struct GpuState {
     leak: Option<LeakEstimate>,
     leak_key: Option<i64>,
     analysis: GpuAnalysis,
+    risk: Option<oom::Held>,
 }
 
 #[derive(Default, Clone)]
 struct GpuAnalysis {
+    /// The earliest failing process's forecast.
     eta: Option<oom::Eta>,
-    /// The steepest floor trend on the GPU, the one an ETA leans on most.
+    /// The steepest credible demand trend on the GPU, the one an ETA leans on most.
     trend: Option<Trend>,
     leak_slope: Option<f64>,
     leak_suspected: bool,
@@ -88,11 +94,29 @@ struct ProcState {
     /// computed for: the fit runs twice per floor window, not every second.
     leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
-    eta_trend: Option<Trend>,
+    /// What the process needs at its peak, and holds, one point per analysis (the forecast's
+    /// window).
+    demand: Series,
+    held: Series,
+    /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
+    /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
+    peak_need: Series,
+    /// The allocator's peak of allocated bytes and when it last rose.
+    peak: Option<(u64, Time)>,
+    /// When the allocator first freed memory (allocated fell by a step below its maximum):
+    /// the process is working, no longer loading.
+    freed_at: Option<Time>,
+    /// Segments taken from the driver (time, bytes) within the forecast's window.
+    segments: VecDeque<(Time, f64)>,
+    /// Its credible demand trend, and its own forecast.
+    demand_trend: Option<Trend>,
+    eta: Option<oom::Eta>,
+    risk: Option<oom::Held>,
 }
 
 impl ProcState {
     fn new(t: Time, shape: SeriesShape) -> Self {
+        let recent = || Series::new(shape.res, shape.fine_window);
         ProcState {
             comm: None,
             pod: None,
@@ -115,7 +139,15 @@ impl ProcState {
             leak: None,
             leak_key: None,
             leak_suspected: false,
-            eta_trend: None,
+            demand: recent(),
+            held: recent(),
+            peak_need: recent(),
+            peak: None,
+            freed_at: None,
+            segments: VecDeque::new(),
+            demand_trend: None,
+            eta: None,
+            risk: None,
         }
     }
 
@@ -127,6 +159,12 @@ impl ProcState {
         };
         let dropped_by_nvml = !self.listed_now && self.last_listed.is_some_and(|l| r <= l);
         now - r <= ttl && !dropped_by_nvml && self.alloc.is_some()
+    }
+
+    /// When the warm-up ends (`EtaParams::warmup`).
+    fn warm_from(&self, warmup: f64) -> Time {
+        let by_age = self.first_seen + warmup;
+        self.freed_at.map_or(by_age, |t| t.min(by_age))
     }
 
     fn last_activity(&self) -> Time {
@@ -241,6 +279,7 @@ impl Engine {
                         leak: None,
                         leak_key: None,
                         analysis: GpuAnalysis::default(),
+                        risk: None,
                     });
                     self.gpus.len() - 1
                 }
@@ -270,6 +309,12 @@ impl Engine {
                 let st = self.procs.get_mut(&key).expect("inserted above");
                 st.listed_now = true;
                 st.last_listed = Some(t);
+                // Without reports, a rise in NVML's bytes is the size of what it took.
+                if !st.reporting(t, report_ttl) {
+                    if let Some(prev) = st.nvml_used.filter(|&u| p.used_bytes > u) {
+                        st.segments.push_back((t, (p.used_bytes - prev) as f64));
+                    }
+                }
                 st.nvml_used = Some(p.used_bytes);
                 // The analysis reads NVML's bytes only for a process that does not report:
                 // keeping both histories would double the memory of every reporting process.
@@ -380,6 +425,29 @@ impl Engine {
             if let Some(lb) = d.largest_free_block_bytes {
                 st.largest_free = Some((t, lb));
             }
+            if let Some(prev) = &st.alloc {
+                // New segments: their mean size is the size of request the allocator had to
+                // take from the driver.
+                if d.reserved_bytes > prev.reserved_bytes {
+                    let n = match (d.segments, prev.segments) {
+                        (Some(a), Some(b)) if a > b => a - b,
+                        _ => 1,
+                    };
+                    let size = (d.reserved_bytes - prev.reserved_bytes) as f64 / n as f64;
+                    st.segments.push_back((t, size));
+                }
+            }
+            if st.freed_at.is_none() {
+                let high = st.alloc_series.max_since(st.first_seen).unwrap_or(0.0);
+                if (d.allocated_bytes as f64) < high - oom::MIN_STEP_BYTES {
+                    st.freed_at = Some(t);
+                }
+            }
+            if let Some(pk) = d.allocated_peak_bytes {
+                if st.peak.is_none_or(|(old, _)| pk > old) {
+                    st.peak = Some((pk, t));
+                }
+            }
             let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
             if d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
                 st.last_oom = Some(t);
@@ -434,27 +502,120 @@ impl Engine {
 
     fn analyse(&mut self, now: Time) {
         let lp = self.leak_params;
+        let warmup = self.eta_params.warmup;
         let ttl = self.cfg.ingest.expire_after.as_secs_f64();
         let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
-        let eta_warmup = self.cfg.analysis.eta_warmup.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.reporting(now, ttl);
             let key = (lp.half_window(now), reporting);
             let series = p.demand_series(reporting);
-            let estimate =
-                (p.leak_key != Some(key)).then(|| leak::estimate(series, p.first_seen, now, &lp));
-            let from = (p.first_seen + eta_warmup).max(now - eta_window);
-            let eta_trend = fit(&floor_points(series, from, now, self.res));
+            let estimate = (p.leak_key != Some(key))
+                .then(|| leak::estimate(series, p.warm_from(warmup), now, &lp));
             if let Some(e) = estimate {
                 p.leak = e;
                 p.leak_key = Some(key);
             }
             p.leak_suspected = p.leak_state.update(p.leak.as_ref(), now, lp.persistence);
-            p.eta_trend = eta_trend;
+            while p.segments.front().is_some_and(|s| s.0 < now - eta_window) {
+                p.segments.pop_front();
+            }
+            if p.listed_now || reporting {
+                let (need, held) = Self::need_and_held(p, reporting, now, warmup);
+                p.demand.push(now, need);
+                p.held.push(now, held);
+                if let Some(peak) = Self::peak_need(p, reporting, now) {
+                    p.peak_need.push(now, peak);
+                }
+            }
+            // Only the points since the warm-up: a loading ramp is no part of the trend, and a
+            // trend becomes credible only once it has lasted `eta_min_span` after it.
+            let warm = p.warm_from(warmup);
+            // Of the two views of its growth, the steeper credible one: the held bytes grow
+            // faster than the peak when split segments serve new peaks only in part, the peak
+            // shows steps the cache absorbs for a while.
+            let fit = |s: &Series| {
+                let points: Vec<(f64, f64)> = s
+                    .since(warm.max(now - eta_window))
+                    .map(|b| (b.t, b.max()))
+                    .collect();
+                fit_demand(&points, oom::MIN_STEP_BYTES)
+            };
+            let ep = self.eta_params;
+            p.demand_trend = if now >= warm {
+                [fit(&p.demand), fit(&p.peak_need)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| oom::credible(t, &ep))
+                    .max_by(|a, b| a.slope.total_cmp(&b.slope))
+            } else {
+                None
+            };
         }
         for gi in 0..self.gpus.len() {
             let analysis = self.analyse_gpu(gi, now);
             self.gpus[gi].analysis = analysis;
+        }
+    }
+
+    /// The size of request that fails: the second largest segment the process took from the
+    /// driver recently (the requests that fail are the ones a step makes again and again; a
+    /// buffer allocated once is no guide). Segments taken while loading do not count.
+    fn request(p: &ProcState, warmup: f64) -> f64 {
+        let (mut first, mut second) = (0.0f64, 0.0f64);
+        for s in p.segments.iter().filter(|s| s.0 >= p.warm_from(warmup)) {
+            if s.1 > first {
+                second = first;
+                first = s.1;
+            } else if s.1 > second {
+                second = s.1;
+            }
+        }
+        second
+    }
+
+    /// The high-water mark of a reporting process's allocated bytes over the last
+    /// `HIGH_WATER_WINDOW` seconds, plus what it holds outside the allocator.
+    fn peak_need(p: &ProcState, reporting: bool, now: Time) -> Option<f64> {
+        let a = p.alloc.as_ref().filter(|_| reporting)?;
+        let nvml = if p.listed_now { p.nvml_used } else { None };
+        let overhead = nvml
+            .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
+            .unwrap_or(0.0);
+        let since = now - HIGH_WATER_WINDOW;
+        let sampled = p
+            .alloc_series
+            .max_since(since)
+            .unwrap_or(a.allocated_bytes as f64);
+        // A new record of the allocator's peak is the exact peak of a recent step.
+        let record = p
+            .peak
+            .filter(|(_, t)| *t >= since)
+            .map_or(0.0, |(v, _)| v as f64);
+        Some(sampled.max(record) + overhead)
+    }
+
+    /// Bytes the process needs to get through its next step and bytes it holds from the driver.
+    fn need_and_held(p: &ProcState, reporting: bool, now: Time, warmup: f64) -> (f64, f64) {
+        let nvml = if p.listed_now { p.nvml_used } else { None };
+        match (Self::peak_need(p, reporting, now), &p.alloc) {
+            (Some(peak), Some(a)) => {
+                let overhead = nvml
+                    .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
+                    .unwrap_or(0.0);
+                let held = nvml
+                    .map(|u| u as f64)
+                    .unwrap_or(a.reserved_bytes as f64 + overhead);
+                // Two ways to run out, whichever comes first. The cache keeps growing segment
+                // by segment (split segments serve a new peak only in part), and the segment
+                // after the last one that fits fails: on average when the free memory beside
+                // the held bytes is gone. Or the next peak, with one more request of the size
+                // it takes, does not fit at all.
+                ((peak + Self::request(p, warmup)).max(held), held)
+            }
+            _ => {
+                let used = nvml.unwrap_or(0) as f64;
+                (used, used)
+            }
         }
     }
 
@@ -464,64 +625,97 @@ impl Engine {
             return GpuAnalysis::default();
         };
         let uuid = g.id.uuid.clone();
+        let warmup = self.eta_params.warmup;
+        let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
+        let mut keys = Vec::new();
         let mut parts = Vec::new();
         let mut attributed = 0.0;
         let mut slope_sum = None::<f64>;
         let mut any_suspected = false;
-        for (_, p) in self.procs.iter().filter(|(k, _)| k.1 == uuid) {
+        for (k, p) in self.procs.iter().filter(|(k, _)| k.1 == uuid) {
             let reporting = self.reporting(p, now);
             if !(p.listed_now || reporting) {
                 continue;
             }
-            let nvml = if p.listed_now { p.nvml_used } else { None };
-            let (need, held) = match (reporting, &p.alloc) {
-                (true, Some(a)) => {
-                    let overhead = nvml
-                        .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
-                        .unwrap_or(0.0);
-                    let recent_peak = p
-                        .alloc_series
-                        .max_since(now - 5.0)
-                        .unwrap_or(a.allocated_bytes as f64);
-                    let trend_peak = p
-                        .eta_trend
-                        .map(|t| (t.floor_now + t.swing).max(0.0))
-                        .unwrap_or(recent_peak);
-                    // Samples catch a step's peak only by luck; the allocator's own peak has
-                    // seen every one. The process needed that much once and may again.
-                    let peak = trend_peak
-                        .max(recent_peak)
-                        .max(a.allocated_peak_bytes.unwrap_or(0) as f64);
-                    let held = nvml
-                        .map(|u| u as f64)
-                        .unwrap_or(a.reserved_bytes as f64 + overhead);
-                    attributed += held;
-                    (overhead + peak, held)
-                }
-                _ => {
-                    let used = nvml.unwrap_or(0) as f64;
-                    attributed += used;
-                    (used, used)
-                }
-            };
+            let (need, held) = Self::need_and_held(p, reporting, now, warmup);
+            attributed += held;
+            let trend = p.demand_trend;
+            // Gave memory back and took it again (an emptied cache, an eval phase): it will
+            // ask again. Only after warm-up: loading is a rise, not a return.
+            let request = Self::request(p, warmup);
+            let since = p.warm_from(warmup).max(now - eta_window);
+            let cycles = p
+                .held
+                .since(since)
+                .fold(None::<(f64, f64)>, |acc, b| {
+                    Some(acc.map_or((b.min(), b.max()), |(lo, hi)| {
+                        (lo.min(b.min()), hi.max(b.max()))
+                    }))
+                })
+                .is_some_and(|(lo, hi)| hi - lo >= request.max(oom::MIN_STEP_BYTES));
             parts.push(DemandPart {
                 need,
                 held,
-                trend: p.eta_trend,
+                asks: need > held || trend.is_some() || cycles,
+                trend,
             });
+            keys.push(k.clone());
             if let Some(l) = &p.leak {
                 *slope_sum.get_or_insert(0.0) += l.trend.slope;
             }
             any_suspected |= p.leak_suspected;
         }
+        // Memory no listed process accounts for holds its place and asks for nothing.
         let unattributed = (m.used as f64 - attributed).max(0.0);
         parts.push(DemandPart {
             need: unattributed,
             held: unattributed,
-            trend: None,
+            ..Default::default()
         });
         let capacity = (m.total - m.reserved) as f64;
-        let eta = oom::eta(capacity, &parts, &self.eta_params);
+        let mut first: Option<oom::Eta> = None;
+        let (mut retries, mut oom_age) = (0, None::<f64>);
+        for (i, key) in keys.iter().enumerate() {
+            let e = oom::eta(capacity, &parts, i, &self.eta_params);
+            if let Some(e) = e {
+                if first.is_none_or(|f| e.seconds < f.seconds) {
+                    first = Some(e);
+                }
+            }
+            let Some(p) = self.procs.get_mut(key) else {
+                continue;
+            };
+            p.eta = e;
+            // A process's risk is its own forecast (a neighbour's growth shortens it when the
+            // process asks for memory) and what its own allocator says: the big flat process
+            // is not the one at risk, the one that grows or must take memory back is.
+            let own = RiskInputs {
+                eta: e.map(|e| e.seconds),
+                rising: parts[i].trend.is_some(),
+                recent_retries: Self::recent_retries(p, now),
+                oom_age: p.last_oom.map(|t| now - t),
+                ..Default::default()
+            };
+            retries += own.recent_retries;
+            if let Some(a) = own.oom_age {
+                oom_age = Some(oom_age.map_or(a, |b| b.min(a)));
+            }
+            p.risk = Some(oom::hold(p.risk, now, oom::assess(&own, &self.risk_params)));
+        }
+        let trend = parts
+            .iter()
+            .filter_map(|p| p.trend)
+            .max_by(|a, b| a.slope.total_cmp(&b.slope));
+        let assessed = oom::assess(
+            &RiskInputs {
+                eta: first.map(|e| e.seconds),
+                rising: trend.is_some(),
+                used_fraction: (m.total > 0).then(|| 1.0 - m.free as f64 / m.total as f64),
+                recent_retries: retries,
+                oom_age,
+            },
+            &self.risk_params,
+        );
 
         // Without per-process data the device's own floor is all there is.
         let g = &mut self.gpus[gi];
@@ -535,12 +729,9 @@ impl Engine {
             g.leak_state
                 .update(device_leak.as_ref(), now, self.leak_params.persistence);
         let leak_slope = slope_sum.or(device_leak.map(|l| l.trend.slope));
-        let trend = parts
-            .iter()
-            .filter_map(|p| p.trend)
-            .max_by(|a, b| a.slope.total_cmp(&b.slope));
+        g.risk = Some(oom::hold(g.risk, now, assessed));
         GpuAnalysis {
-            eta,
+            eta: first,
             trend,
             leak_slope,
             leak_suspected: any_suspected || (slope_sum.is_none() && device_flag),
@@ -606,6 +797,7 @@ impl Engine {
             leak_slope: p.leak.map(|l| l.trend.slope),
             leak_p_value: p.leak.map(|l| l.trend.p_value),
             leak_suspected: p.leak_suspected,
+            eta_seconds: p.eta.map(|e| e.seconds),
             risk: RiskLevel::Low,
             fragmentation: view.as_ref().and_then(fragmentation::fragmentation_ratio),
             cached_unallocated: view
@@ -669,19 +861,6 @@ impl Engine {
             } else {
                 fragmentation::combine(&views)
             };
-            let retries: u64 = self
-                .procs
-                .iter()
-                .filter(|(k, _)| k.1 == g.id.uuid)
-                .map(|(_, p)| Self::recent_retries(p, now))
-                .sum();
-            let oom_age = self
-                .procs
-                .iter()
-                .filter(|(k, _)| k.1 == g.id.uuid)
-                .filter_map(|(_, p)| p.last_oom)
-                .map(|t| now - t)
-                .reduce(f64::min);
             let up = g.memory.is_some();
             let mut view = GpuView {
                 id: g.id.clone(),
@@ -694,6 +873,7 @@ impl Engine {
                     .max_since(now - peak_window)
                     .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0))),
                 eta_seconds: g.analysis.eta.map(|e| e.seconds),
+                eta_lower_seconds: g.analysis.eta.map(|e| e.lower),
                 growth_bytes_per_second: g.analysis.eta.map(|e| e.slope),
                 trend: g.analysis.trend,
                 risk: RiskLevel::Low,
@@ -704,40 +884,17 @@ impl Engine {
                 fragmentation: frag,
                 cached_unallocated: cached,
             };
-            if up {
-                let (level, reason) = oom::assess(
-                    &RiskInputs {
-                        eta: view.eta_seconds,
-                        used_fraction: view.used_fraction(),
-                        recent_retries: retries,
-                        oom_age,
-                    },
-                    &self.risk_params,
-                );
-                view.risk = level;
-                view.risk_reason = reason;
-                view.recommendation = oom::recommendation(level, reason, frag);
+            if let (true, Some(r)) = (up, g.risk) {
+                view.risk = r.level;
+                view.risk_reason = r.reason;
+                view.recommendation = oom::recommendation(r.level, r.reason, frag);
             }
             gpus.push(view);
         }
-        // A process shares its GPU's risk (a neighbour's leak can make it the one that fails),
-        // raised by what its own allocator says.
         for p in &mut processes {
-            let gpu_risk = gpus
-                .iter()
-                .find(|g| g.id.uuid == p.uuid)
-                .map(|g| g.risk)
-                .unwrap_or(RiskLevel::Low);
-            let st = &self.procs[&(p.pid, p.uuid.clone())];
-            let (own, _) = oom::assess(
-                &RiskInputs {
-                    recent_retries: Self::recent_retries(st, now),
-                    oom_age: st.last_oom.map(|t| now - t),
-                    ..Default::default()
-                },
-                &self.risk_params,
-            );
-            p.risk = gpu_risk.max(own);
+            p.risk = self.procs[&(p.pid, p.uuid.clone())]
+                .risk
+                .map_or(RiskLevel::Low, |r| r.level);
         }
         let used: Vec<f64> = gpus
             .iter()
@@ -886,8 +1043,9 @@ mod tests {
             // Two retries at t = 30, none before or after.
             e.observe(&with_retries(i as f64, if i < 30 { 4 } else { 6 }));
             let gpu = &e.snapshot().gpus[0];
-            let expect = if (30..90).contains(&i) {
-                (RiskLevel::Medium, RiskReason::AllocRetries)
+            // High for the minute the retries count, then held for RISK_HOLD seconds.
+            let expect = if (30..90 + oom::RISK_HOLD as i32).contains(&i) {
+                (RiskLevel::High, RiskReason::AllocRetries)
             } else {
                 (RiskLevel::Low, RiskReason::None)
             };

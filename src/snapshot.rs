@@ -28,6 +28,8 @@ pub struct GpuView {
     pub peak_lifetime: Option<u64>,
     pub peak_window: Option<u64>,
     pub eta_seconds: Option<f64>,
+    /// The earliest the failure is credible (growth at its upper confidence bound).
+    pub eta_lower_seconds: Option<f64>,
     /// Combined growth of the trends behind the ETA, bytes per second.
     pub growth_bytes_per_second: Option<f64>,
     /// The steepest floor trend of a process on this GPU (over `analysis.eta_window`).
@@ -79,6 +81,9 @@ pub struct ProcessView {
     pub leak_slope: Option<f64>,
     pub leak_p_value: Option<f64>,
     pub leak_suspected: bool,
+    /// Seconds until this process's next large allocation fails, while it asks for memory and
+    /// the room is closing.
+    pub eta_seconds: Option<f64>,
     pub risk: RiskLevel,
     pub fragmentation: Option<f64>,
     pub cached_unallocated: Option<f64>,

@@ -10,7 +10,7 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
 
 fn replay(name: &str) -> String {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces")).join(name);
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/shared")).join(name);
     assert!(p.exists(), "trace {} is missing", p.display());
     format!("replay:{}", p.display())
 }

@@ -1,6 +1,7 @@
 //! Leak detection: a floor that keeps rising, significantly, for long enough.
 
-use super::trend::{fit, floor_points, Trend};
+use super::oom::MIN_STEP_BYTES;
+use super::trend::{fit, floor_points, steps, Trend};
 use crate::history::Series;
 use crate::model::Time;
 
@@ -44,7 +45,8 @@ pub struct LeakEstimate {
     pub passes: bool,
 }
 
-/// Fit the floor of `series` after the warm-up of a process first seen at `first_seen`.
+/// Fit the floor of `series` after the warm-up of a process that began its work at
+/// `first_seen` (after loading: see `Engine`'s warm-up).
 /// `None` until there is enough floor history to judge.
 pub fn estimate(
     series: &Series,
@@ -66,7 +68,12 @@ pub fn estimate(
     // confidence bound of the slope must clear the threshold, not merely the slope. A noisy
     // flat floor (sampling catching the teeth at random heights) shows a significant-looking
     // slope now and then; its bound stays under the threshold.
-    let passes = trend.slope_lower > p.threshold && trend.p_value < p.significance;
+    // A floor that rose in a few steps and stayed (a buffer allocated once, an evaluation
+    // cache, a larger batch) is a change of level, not a leak: a leak keeps adding.
+    let xy: Vec<(f64, f64)> = points.iter().map(|q| (q.t, q.min)).collect();
+    let st = steps(&xy, MIN_STEP_BYTES);
+    let level_change = st.count > 0 && st.count <= 3 && st.rise_share >= 0.5;
+    let passes = trend.slope_lower > p.threshold && trend.p_value < p.significance && !level_change;
     Some(LeakEstimate { trend, passes })
 }
 
@@ -207,6 +214,7 @@ mod tests {
             trend: super::super::trend::Trend {
                 slope: 1e6,
                 slope_lower: 1e6,
+                slope_upper: 1e6,
                 p_value: 0.0,
                 span: 60.0,
                 points: 12,

@@ -7,6 +7,10 @@
 
 use super::trend::Trend;
 
+/// Steps smaller than this are noise at GPU scale: PyTorch's smallest large-pool segment is
+/// 20 MiB, and a one-off allocation under 64 MiB moves no forecast.
+pub const MIN_STEP_BYTES: f64 = 64.0 * 1048576.0;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EtaParams {
     /// Points of a trend before it may be extrapolated.
@@ -16,6 +20,10 @@ pub struct EtaParams {
     pub significance: f64,
     pub max_extrapolation: f64,
     pub horizon: f64,
+    /// A process's own growth counts only after its warm-up: loading a model is a ramp that
+    /// stops by itself. It ends this long after the process appears, or earlier once its
+    /// allocator frees memory (a training step or a request has run: loading only adds).
+    pub warmup: f64,
 }
 
 impl EtaParams {
@@ -26,32 +34,43 @@ impl EtaParams {
             significance: 0.01,
             max_extrapolation: a.eta_max_extrapolation,
             horizon: a.eta_horizon.as_secs_f64(),
+            warmup: a.eta_warmup.as_secs_f64(),
         }
     }
 }
 
-/// One share of a GPU's memory: a process (or the memory no process accounts for).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One process's share of a GPU, as the forecast of the first failing allocation sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DemandPart {
-    /// Bytes this part needs at its peak, now: what must fit for its next peak to succeed.
+    /// Bytes the process needs to get through its next step: at least what it holds (its cache
+    /// grows segment by segment, and the segment after the last that fits fails), and its
+    /// high-water mark of allocated bytes, what it holds outside the allocator and one more
+    /// request of the size it takes (NVML's bytes for a process that does not report).
     pub need: f64,
-    /// Bytes it holds now (a caching allocator holds its cache too; it gives the cache back
-    /// only when one of *its own* allocations fails).
+    /// Bytes it holds from the driver now. Under pressure a caching allocator frees its own
+    /// cache and retries, but its neighbours keep theirs.
     pub held: f64,
-    /// Trend of its floor, where there is one.
+    /// It asks the driver for memory: its peak exceeds what it holds, its demand grows, or it
+    /// gave memory back and took it again within the window.
+    pub asks: bool,
+    /// Its demand trend, where credible (see `credible`).
     pub trend: Option<Trend>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Eta {
     pub seconds: f64,
-    /// Combined growth of the credible trends, bytes per second.
+    /// The earliest the failure is credible: the room closing at the upper confidence bound of
+    /// the growth.
+    pub lower: f64,
+    /// Growth that closes the room, bytes per second.
     pub slope: f64,
-    /// Room left for the first process to fail, bytes (negative: it no longer fits).
+    /// Room left before the request fails, bytes (negative: it no longer fits).
     pub headroom: f64,
 }
 
-/// A trend is extrapolated only when it is long, significant, rising, and still rising now.
+/// A demand trend (fitted on the process's points since its warm-up) is extrapolated only when
+/// it is long, significant, rising, and still rising now.
 pub fn credible(t: &Trend, p: &EtaParams) -> bool {
     t.points >= p.min_points
         && t.span >= p.min_span
@@ -60,48 +79,47 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.recent_slope >= 0.5 * t.slope
 }
 
-/// Seconds until some part's peak no longer fits beside what the others hold, if memory is on
-/// course to run out within what the evidence supports.
-///
-/// Part `i` fails when `need_i + Σ_{j≠i} held_j > capacity`: under pressure a process frees its
-/// own cache and retries, but its neighbours keep theirs. Every credible trend moves that
-/// boundary (a growing neighbour's holdings grow with it), so the room closes at the summed
-/// slope.
-pub fn eta(capacity: f64, parts: &[DemandPart], p: &EtaParams) -> Option<Eta> {
-    let growing: Vec<&Trend> = parts
+/// Room left for part `i`'s next step beside what the others hold.
+pub fn headroom(capacity: f64, parts: &[DemandPart], i: usize) -> f64 {
+    let others: f64 = parts
         .iter()
-        .filter_map(|d| d.trend.as_ref())
-        .filter(|t| credible(t, p))
-        .collect();
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(_, d)| d.held)
+        .sum();
+    let d = &parts[i];
+    capacity - others - d.need
+}
+
+/// Seconds until part `i`'s next large allocation fails, if it asks for memory and the room
+/// is closing within what the evidence supports. Every credible trend closes it: its own need
+/// and its neighbours' holdings (a growing neighbour's holdings grow with it).
+pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Option<Eta> {
+    let d = &parts[i];
+    if !d.asks {
+        return None;
+    }
+    let growing: Vec<&Trend> = parts.iter().filter_map(|d| d.trend.as_ref()).collect();
     let slope: f64 = growing.iter().map(|t| t.slope).sum();
     if slope <= 0.0 {
         return None;
     }
-    let held: f64 = parts.iter().map(|d| d.held).sum();
-    // Only a part that asks the driver for more can fail: one that grows, or one whose peak
-    // exceeds what it holds. A flat process serves its peaks from its own cache.
-    let headroom = parts
-        .iter()
-        .filter(|d| d.need > d.held || d.trend.as_ref().is_some_and(|t| credible(t, p)))
-        .map(|d| capacity - d.need - (held - d.held))
-        .fold(f64::INFINITY, f64::min);
-    if !headroom.is_finite() {
-        return None;
-    }
-    let seconds = (headroom / slope).max(0.0);
+    let fast: f64 = growing.iter().map(|t| t.slope_upper.max(t.slope)).sum();
+    let room = headroom(capacity, parts, i);
+    let seconds = (room / slope).max(0.0);
     // The trend that contributes most decides how far ahead we may look.
     let span = growing
         .iter()
         .max_by(|a, b| a.slope.total_cmp(&b.slope))
-        .map(|t| t.span)
-        .unwrap_or(0.0);
+        .map_or(0.0, |t| t.span);
     if seconds > p.horizon || seconds > p.max_extrapolation * span {
         return None;
     }
     Some(Eta {
         seconds,
+        lower: (room / fast).max(0.0).min(seconds),
         slope,
-        headroom,
+        headroom: room,
     })
 }
 
@@ -154,6 +172,7 @@ pub struct RiskParams {
     pub medium_eta: f64,
     pub medium_used: f64,
     pub high_used: f64,
+    pub high_used_needs_growth: bool,
     pub recent_oom: f64,
 }
 
@@ -165,6 +184,7 @@ impl RiskParams {
             medium_eta: r.medium_eta.as_secs_f64(),
             medium_used: r.medium_used_fraction,
             high_used: r.high_used_fraction,
+            high_used_needs_growth: r.high_used_needs_growth,
             recent_oom: r.recent_oom.as_secs_f64(),
         }
     }
@@ -173,6 +193,8 @@ impl RiskParams {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RiskInputs {
     pub eta: Option<f64>,
+    /// Demand on the GPU grows (a trend with significance, credible or not yet).
+    pub rising: bool,
     /// Share of the device not free, as `nvidia-smi` shows it.
     pub used_fraction: Option<f64>,
     /// Allocator retries within the last minute.
@@ -205,22 +227,51 @@ pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
             raise(RiskLevel::Medium, RiskReason::Eta);
         }
     }
+    // A full GPU is no risk in itself: servers take 90 % up front and stay there. Only a full
+    // GPU whose demand still grows is.
     let used = i.used_fraction.unwrap_or(0.0);
-    if used >= p.high_used {
+    if used >= p.high_used && (i.rising || !p.high_used_needs_growth) {
         raise(RiskLevel::High, RiskReason::UsedFraction);
     } else if used >= p.medium_used {
         raise(RiskLevel::Medium, RiskReason::UsedFraction);
     }
     if i.recent_retries > 0 {
-        // Retries mean the allocator already had to flush its cache to make an allocation fit.
-        let level = if used >= p.medium_used {
-            RiskLevel::High
+        // Retries mean the allocator already had to flush its cache to make an allocation fit:
+        // the next step up in demand may not fit at all.
+        let level = if i.rising {
+            RiskLevel::Critical
         } else {
-            RiskLevel::Medium
+            RiskLevel::High
         };
         raise(level, RiskReason::AllocRetries);
     }
     best
+}
+
+/// A risk level with the reason that set it, held until `until`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Held {
+    pub level: RiskLevel,
+    pub reason: RiskReason,
+    pub until: f64,
+}
+
+/// Seconds a level holds after its cause goes. One usual scrape interval: every level the
+/// exporter reaches is seen by a scrape, and a forecast hovering at a threshold does not flap
+/// between levels (each drop would restart an alert's `for`).
+pub const RISK_HOLD: f64 = 15.0;
+
+/// Rises take effect at once; a drop only once the higher level has not been assessed for
+/// `RISK_HOLD` seconds.
+pub fn hold(prev: Option<Held>, now: f64, assessed: (RiskLevel, RiskReason)) -> Held {
+    match prev {
+        Some(p) if assessed.0 < p.level && now < p.until && now >= p.until - RISK_HOLD => p,
+        _ => Held {
+            level: assessed.0,
+            reason: assessed.1,
+            until: now + RISK_HOLD,
+        },
+    }
 }
 
 /// What to do about it, in the seeds' terms.
@@ -245,112 +296,109 @@ pub fn recommendation(
 
 #[cfg(test)]
 mod tests {
-    use super::super::trend::{fit, floor_points};
+    use super::super::trend::fit_demand;
     use super::*;
-    use crate::history::Series;
+
+    const GIB: f64 = (1u64 << 30) as f64;
 
     fn params() -> EtaParams {
         EtaParams::from_config(&crate::config::AnalysisConfig::default())
     }
 
-    /// ETA of a series at time `now`, with a capacity, fitted on 1-second floors.
-    fn eta_at(s: &Series, now: f64, from: f64, capacity: f64) -> Option<Eta> {
-        let tr = fit(&floor_points(s, from, now, 1.0));
-        let need = tr.map(|t| t.floor_now + t.swing).unwrap_or(0.0);
-        let part = DemandPart {
+    /// The demand trend of `f` sampled every second over the last 120 s before `now`.
+    fn trend(f: impl Fn(f64) -> f64, now: f64) -> Option<Trend> {
+        let pts: Vec<(f64, f64)> = (0..=120)
+            .map(|i| now - 120.0 + i as f64)
+            .filter(|t| *t >= 0.0)
+            .map(|t| (t, f(t)))
+            .collect();
+        fit_demand(&pts, MIN_STEP_BYTES)
+    }
+
+    fn part(need: f64, held: f64, trend: Option<Trend>, age: f64) -> DemandPart {
+        DemandPart {
             need,
-            held: need,
-            trend: tr,
-        };
-        eta(capacity, &[part], &params())
+            held,
+            asks: true,
+            trend: trend.filter(|t| age >= params().warmup && credible(t, &params())),
+        }
     }
 
     #[test]
     fn eta_on_a_clean_ramp_is_right_within_5_percent() {
-        let rate = 0.9 * (1u64 << 30) as f64;
-        let cap = 140.0 * (1u64 << 30) as f64;
-        let mut s = Series::new(1.0, 600.0);
-        let mut t = 0.0;
-        while t < 60.0 {
-            s.push(
-                t,
-                1e9 + rate * t + if (t * 10.0) as u64 % 3 == 0 { 2e8 } else { 0.0 },
-            );
-            t += 0.1;
-        }
-        let e = eta_at(&s, 60.0, 0.0, cap).expect("an ETA on a clean ramp");
-        // The peak (floor + swing) reaches cap at:
-        let truth = (cap - 1e9 - 2e8) / rate - 60.0;
+        let rate = 2.0 * GIB / 60.0;
+        let demand = |t: f64| 10.0 * GIB + rate * t;
+        let now = 200.0;
+        let p = part(demand(now), demand(now), trend(demand, now), now);
+        let e = eta(30.0 * GIB, &[p], 0, &params()).expect("an ETA on a clean ramp");
+        let truth = (30.0 * GIB - demand(now)) / rate;
         assert!(
             (e.seconds - truth).abs() / truth < 0.05,
-            "{} vs {}",
-            e.seconds,
-            truth
+            "{} vs {truth}",
+            e.seconds
+        );
+        assert!(e.lower <= e.seconds);
+    }
+
+    #[test]
+    fn the_failing_request_comes_before_free_reaches_zero() {
+        // The next step needs one more 786 MiB request than the process holds: the room is
+        // gone that much earlier.
+        let rate = 2.0 * GIB / 60.0;
+        let demand = |t: f64| 10.0 * GIB + rate * t;
+        let request = 786.0 * 1048576.0;
+        let held = part(demand(100.0), demand(100.0), trend(demand, 100.0), 100.0);
+        let stepping = DemandPart {
+            need: held.need + request,
+            ..held
+        };
+        let without = eta(40.0 * GIB, &[held], 0, &params()).unwrap().seconds;
+        let with = eta(40.0 * GIB, &[stepping], 0, &params()).unwrap().seconds;
+        assert!(
+            (without - with - request / rate).abs() < 1.0,
+            "{without} {with}"
         );
     }
 
     #[test]
-    fn a_warm_up_ramp_is_not_an_oom() {
-        // Loading a model: 20 GiB in 5 s, then flat for a minute.
-        let cap = 80.0 * (1u64 << 30) as f64;
-        let mut s = Series::new(1.0, 600.0);
-        let mut t = 0.0;
-        while t < 70.0 {
-            let v = if t < 5.0 {
-                4.0 * (1u64 << 30) as f64 * t
-            } else {
-                20.0 * (1u64 << 30) as f64
-            };
-            s.push(t, v);
-            t += 0.1;
-            let now = t;
-            assert!(
-                eta_at(&s, now, (now - 120.0).max(0.0), cap).is_none(),
-                "ETA at t={now}"
-            );
+    fn a_loading_ramp_is_not_an_oom() {
+        // A young process loading 30 GiB over 40 s: its own ramp does not count yet.
+        let load = |t: f64| GIB * (0.75 * t).min(30.0);
+        let young = part(load(30.0), load(30.0), trend(load, 30.0), 30.0);
+        assert!(eta(80.0 * GIB, &[young], 0, &params()).is_none());
+        // An old process that allocated a 20 GiB buffer once: a change of level, no slope.
+        let step = |t: f64| GIB * if t < 100.0 { 10.0 } else { 30.0 };
+        for now in [105.0, 130.0, 200.0] {
+            let old = part(step(now), step(now), trend(step, now), now);
+            assert!(eta(80.0 * GIB, &[old], 0, &params()).is_none(), "at {now}");
         }
-    }
-
-    #[test]
-    fn a_slow_ramp_is_not_extrapolated_far_beyond_its_evidence() {
-        let cap = 80.0 * (1u64 << 30) as f64;
-        let mut s = Series::new(1.0, 600.0);
-        // 15 s of a ramp that would need an hour to fill the device.
-        for i in 0..150 {
-            s.push(i as f64 * 0.1, 1e9 + 2e7 * i as f64 * 0.1);
-        }
-        assert!(eta_at(&s, 15.0, 0.0, cap).is_none());
     }
 
     #[test]
     fn a_neighbours_cache_is_not_given_back() {
-        let gib = (1u64 << 30) as f64;
-        let tr = Trend {
-            slope: 0.1 * gib,
-            slope_lower: 0.1 * gib,
-            p_value: 0.0,
-            span: 100.0,
-            points: 100,
-            floor_now: 0.0,
-            recent_slope: 0.1 * gib,
-            swing: 0.0,
-        };
+        let rate = 0.1 * GIB;
+        let grow = |t: f64| 10.0 * GIB + rate * (t - 300.0);
         // The leaker needs 10 GiB at its peak and holds 12; the neighbour needs 5 and holds 20.
         let parts = [
-            DemandPart {
-                need: 10.0 * gib,
-                held: 12.0 * gib,
-                trend: Some(tr),
-            },
-            DemandPart {
-                need: 5.0 * gib,
-                held: 20.0 * gib,
-                trend: None,
-            },
+            part(10.0 * GIB, 12.0 * GIB, trend(grow, 300.0), 300.0),
+            part(5.0 * GIB, 20.0 * GIB, None, 300.0),
         ];
-        let e = eta(40.0 * gib, &parts, &params()).unwrap();
+        let e = eta(40.0 * GIB, &parts, 0, &params()).unwrap();
         // The leaker fails first: 40 - 10 - 20 = 10 GiB of room at 0.1 GiB/s.
-        assert!((e.seconds - 100.0).abs() < 1e-6, "{}", e.seconds);
+        assert!((e.seconds - 100.0).abs() / 100.0 < 0.02, "{}", e.seconds);
+    }
+
+    #[test]
+    fn a_flat_process_that_asks_for_nothing_does_not_fail() {
+        let grow = |t: f64| 10.0 * GIB + 0.1 * GIB * t;
+        let mut flat = part(30.0 * GIB, 30.0 * GIB, None, 300.0);
+        flat.asks = false;
+        let parts = [
+            part(grow(300.0), grow(300.0), trend(grow, 300.0), 300.0),
+            flat,
+        ];
+        assert!(eta(80.0 * GIB, &parts, 1, &params()).is_none());
+        assert!(eta(80.0 * GIB, &parts, 0, &params()).is_some());
     }
 
     #[test]
@@ -389,9 +437,19 @@ mod tests {
             }),
             (RiskLevel::Medium, RiskReason::UsedFraction)
         );
+        // Full and flat (a server that took 90 % up front) is not high risk; full and rising is.
         assert_eq!(
             a(RiskInputs {
                 used_fraction: Some(0.97),
+                ..Default::default()
+            })
+            .0,
+            RiskLevel::Medium
+        );
+        assert_eq!(
+            a(RiskInputs {
+                used_fraction: Some(0.97),
+                rising: true,
                 ..Default::default()
             })
             .0,
@@ -399,11 +457,19 @@ mod tests {
         );
         assert_eq!(
             a(RiskInputs {
-                used_fraction: Some(0.9),
+                used_fraction: Some(0.5),
                 recent_retries: 3,
                 ..Default::default()
             }),
             (RiskLevel::High, RiskReason::AllocRetries)
+        );
+        assert_eq!(
+            a(RiskInputs {
+                recent_retries: 1,
+                rising: true,
+                ..Default::default()
+            }),
+            (RiskLevel::Critical, RiskReason::AllocRetries)
         );
         assert_eq!(
             a(RiskInputs {

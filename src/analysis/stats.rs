@@ -51,6 +51,12 @@ pub fn theil_sen(points: &[(f64, f64)]) -> Option<Line> {
 /// Theil–Sen and, with `alpha`, the one-sided lower confidence bound of its slope, from one
 /// set of pairwise slopes (the O(n²) part of every trend fit).
 pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(Line, f64)> {
+    theil_sen_interval(points, alpha).map(|(line, lower, _)| (line, lower))
+}
+
+/// Theil–Sen with both one-sided bounds of its slope at level `1 − alpha` (the upper bound is
+/// the order statistic as far above the median as the lower one is below).
+pub fn theil_sen_interval(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(Line, f64, f64)> {
     let n = points.len();
     if n < 2 {
         return None;
@@ -70,12 +76,19 @@ pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(L
         // The largest of the lower half is the other middle value.
         (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper) / 2.0
     };
-    let lower = alpha.map_or(f64::NEG_INFINITY, |a| match lower_bound_rank(m, n, a) {
+    let rank = alpha.and_then(|a| lower_bound_rank(m, n, a));
+    let lower = match rank {
         None => f64::NEG_INFINITY,
         Some(r) if r < mid => *below.select_nth_unstable_by(r, f64::total_cmp).1,
         Some(r) if r == mid => upper,
         Some(r) => *above.select_nth_unstable_by(r - mid - 1, f64::total_cmp).1,
-    });
+    };
+    let high = match rank.map(|r| m - 1 - r) {
+        None => f64::INFINITY,
+        Some(u) if u < mid => *below.select_nth_unstable_by(u, f64::total_cmp).1,
+        Some(u) if u == mid => upper,
+        Some(u) => *above.select_nth_unstable_by(u - mid - 1, f64::total_cmp).1,
+    };
     let t_ref = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
     let mut residuals: Vec<f64> = points
         .iter()
@@ -89,6 +102,7 @@ pub fn theil_sen_bounded(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(L
             t_ref,
         },
         lower,
+        high,
     ))
 }
 

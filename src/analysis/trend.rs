@@ -5,7 +5,7 @@
 //! on raw samples (a least-squares slope over raw samples swings by ±200 MiB/min on a run
 //! without any leak).
 
-use super::stats::{mann_kendall_increasing, median, theil_sen, theil_sen_bounded};
+use super::stats::{mann_kendall_increasing, median, theil_sen, theil_sen_interval};
 use crate::history::Series;
 use crate::model::Time;
 
@@ -77,6 +77,8 @@ pub struct Trend {
     pub slope: f64,
     /// One-sided 99 % lower confidence bound of that slope.
     pub slope_lower: f64,
+    /// One-sided 99 % upper confidence bound of that slope.
+    pub slope_upper: f64,
     /// One-sided Mann–Kendall p-value for "the floor rises".
     pub p_value: f64,
     /// Seconds between the first and the last floor point.
@@ -96,7 +98,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
         return None;
     }
     let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.t, p.min)).collect();
-    let (line, slope_lower) = theil_sen_bounded(&xy, Some(0.01))?;
+    let (line, slope_lower, slope_upper) = theil_sen_interval(&xy, Some(0.01))?;
     let mins: Vec<f64> = points.iter().map(|p| p.min).collect();
     let (_, p_value) = mann_kendall_increasing(&mins)?;
     let recent_from = points.len() - (points.len() / 3).max(3).min(points.len());
@@ -108,12 +110,123 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
     Some(Trend {
         slope: line.slope,
         slope_lower,
+        slope_upper,
         p_value,
         span: last_t - points[0].t,
         points: points.len(),
         floor_now: line.at(last_t),
         recent_slope,
         swing: median(&mut swings).unwrap_or(0.0),
+    })
+}
+
+/// The steps of a demand series: jumps between neighbouring points far above the noise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Steps {
+    /// Upward jumps.
+    pub count: usize,
+    /// Index of the point just after the last upward jump.
+    pub after_last: usize,
+    /// Share of the whole rise (last − first) that the upward jumps make.
+    pub rise_share: f64,
+    /// Median time between upward jumps.
+    pub median_gap: f64,
+    /// The largest upward jump: its share of the whole rise and the index just after it.
+    pub largest_share: f64,
+    pub after_largest: usize,
+    /// Time of the last upward jump.
+    pub last_t: f64,
+}
+
+/// Upward jumps larger than `min_step` and than eight robust standard deviations of the
+/// point-to-point changes. A caching allocator takes memory from the driver in segments, so
+/// NVML sees growth as a staircase; a buffer allocated once is a single step.
+pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
+    let mut diffs: Vec<f64> = points.windows(2).map(|w| (w[1].1 - w[0].1).abs()).collect();
+    let sigma = 1.4826 * median(&mut diffs).unwrap_or(0.0);
+    let threshold = min_step.max(8.0 * sigma);
+    // (index after the jump, its time, its size); a jump caught over two neighbouring samples
+    // is one jump.
+    let mut jumps: Vec<(usize, f64, f64)> = Vec::new();
+    let mut jumped = 0.0;
+    for (i, w) in points.windows(2).enumerate() {
+        let d = w[1].1 - w[0].1;
+        if d > threshold {
+            match jumps.last_mut() {
+                Some(j) if j.0 == i => {
+                    j.0 = i + 1;
+                    j.2 += d;
+                }
+                _ => jumps.push((i + 1, w[1].0, d)),
+            }
+            jumped += d;
+        }
+    }
+    let rise = match (points.first(), points.last()) {
+        (Some(a), Some(b)) => b.1 - a.1,
+        _ => 0.0,
+    };
+    let mut gaps: Vec<f64> = jumps.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    let largest = jumps.iter().max_by(|a, b| a.2.total_cmp(&b.2));
+    Steps {
+        largest_share: match largest {
+            Some(j) if rise > 0.0 => j.2 / rise,
+            _ => 0.0,
+        },
+        after_largest: largest.map_or(0, |j| j.0),
+        count: jumps.len(),
+        after_last: jumps.last().map_or(0, |j| j.0),
+        rise_share: if rise > 0.0 { jumped / rise } else { 0.0 },
+        median_gap: median(&mut gaps).unwrap_or(f64::INFINITY),
+        last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
+    }
+}
+
+/// The trend of a process's demand (its high-water need, one point a second), aware of steps:
+/// - a step that alone makes more than two thirds of the rise is a change of level (a buffer
+///   allocated once, a model loaded), not a slope: the fit starts after it;
+/// - two or more make a staircase (a cache grown segment by segment, a curriculum raising the
+///   sequence length): the slope is fitted over all of it, and it counts as rising now only
+///   while the next step is due (within two median gaps of the last).
+pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
+    if points.len() < 3 {
+        return None;
+    }
+    let mut pts = points;
+    let mut st = steps(pts, min_step);
+    while st.count > 0 && st.largest_share > 2.0 / 3.0 {
+        pts = &pts[st.after_largest..];
+        if pts.len() < 3 {
+            return None;
+        }
+        st = steps(pts, min_step);
+    }
+    let stepwise = st.count > 0 && st.rise_share >= 0.5;
+    let (line, slope_lower, slope_upper) = theil_sen_interval(pts, Some(0.01))?;
+    let ys: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let (_, p_value) = mann_kendall_increasing(&ys)?;
+    let last_t = pts[pts.len() - 1].0;
+    let recent_slope = if stepwise {
+        let due = last_t - st.last_t <= 2.0 * st.median_gap;
+        if due {
+            line.slope
+        } else {
+            0.0
+        }
+    } else {
+        let from = pts.len() - (pts.len() / 3).max(3).min(pts.len());
+        theil_sen(&pts[from..]).map_or(line.slope, |l| l.slope)
+    };
+    Some(Trend {
+        slope: line.slope,
+        slope_lower,
+        slope_upper,
+        p_value,
+        span: last_t - pts[0].0,
+        points: pts.len(),
+        floor_now: line.at(last_t),
+        recent_slope,
+        swing: 0.0,
     })
 }
 
@@ -167,5 +280,54 @@ mod tests {
         }
         // Windows [0,5) and [5,10) are full, [10,15) has 2 of 5 buckets.
         assert_eq!(floor_points(&s, 0.0, 12.0, 5.0).len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod demand_tests {
+    use super::*;
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    fn series(f: impl Fn(f64) -> f64, n: usize) -> Vec<(f64, f64)> {
+        (0..n).map(|i| (i as f64, f(i as f64))).collect()
+    }
+
+    #[test]
+    fn one_step_is_a_change_of_level_not_a_slope() {
+        // 10 GiB, then a 2 GiB buffer at t = 60, then flat with a little noise.
+        let pts = series(
+            |t| 10.0 * GIB + if t >= 60.0 { 2.0 * GIB } else { 0.0 } + (t * 7.0).sin() * 1e6,
+            120,
+        );
+        let tr = fit_demand(&pts, 64.0 * 1048576.0).unwrap();
+        assert!(tr.slope.abs() < 1e5, "slope {}", tr.slope);
+        assert_eq!(tr.points, 60, "fitted after the step");
+    }
+
+    #[test]
+    fn a_staircase_is_growth_while_it_goes_on() {
+        // +800 MiB every 20 s.
+        let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
+        let tr = fit_demand(&series(stair, 120), 64.0 * 1048576.0).unwrap();
+        let rate = 800.0 * 1048576.0 / 20.0;
+        assert!(
+            (tr.slope - rate).abs() / rate < 0.2,
+            "{} vs {rate}",
+            tr.slope
+        );
+        assert!(tr.recent_slope > 0.0);
+        // The same staircase that stopped 60 s ago is not rising now.
+        let stopped = |t: f64| stair(t.min(60.0));
+        let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0).unwrap();
+        assert_eq!(tr.recent_slope, 0.0);
+    }
+
+    #[test]
+    fn a_smooth_ramp_keeps_its_slope() {
+        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0).unwrap();
+        assert!((tr.slope - 1e7).abs() < 1e3);
+        assert!(tr.slope_lower <= tr.slope && tr.slope <= tr.slope_upper);
+        assert!(tr.p_value < 1e-6);
     }
 }

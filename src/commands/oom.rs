@@ -88,6 +88,7 @@ pub struct OomReport {
 pub fn apply_threshold(cfg: &mut Config, pct: f64) {
     cfg.analysis.risk.high_used_fraction = pct / 100.0;
     cfg.analysis.risk.medium_used_fraction = ((pct - 10.0) / 100.0).max(0.0);
+    cfg.analysis.risk.high_used_needs_growth = false;
 }
 
 /// Points of a floor trend for full confidence.
@@ -357,6 +358,7 @@ mod tests {
         let t = |p: f64, n: usize, slope: f64| Trend {
             slope,
             slope_lower: slope,
+            slope_upper: slope,
             p_value: p,
             span: 60.0,
             points: n,

@@ -28,8 +28,9 @@ pub struct TimelineLine<'a> {
     pub metrics: Vec<TimelineMetric<'a>>,
 }
 
-/// Drive `source` through its whole timeline, calling `at_second` with the snapshot after all
-/// items up to each whole second of trace time.
+/// Drive `source` through its whole timeline at the configured sample interval (NVML is read
+/// that often, as live), calling `at_second` with the snapshot at each whole second of trace
+/// time.
 pub fn run_timeline(
     cfg: &Config,
     source: &mut ReplaySource,
@@ -42,7 +43,14 @@ pub fn run_timeline(
     };
     let mut second = first.floor().max(0.0) as i64;
     let mut snapshot = engine.snapshot();
-    while let Some(t) = source.next_time() {
+    let step = cfg.sample_interval.as_secs_f64();
+    // The clock ticks on whole seconds of trace time (and `step` after), as a live exporter's
+    // does whatever the recording's phase: shifting a trace shifts what each tick sees.
+    let mut t = first.floor();
+    while t + step <= first {
+        t += step;
+    }
+    while source.next_time().is_some() {
         while (second as f64) < t {
             at_second(second, &snapshot, &counters)?;
             second += 1;
@@ -58,6 +66,7 @@ pub fn run_timeline(
             std::sync::atomic::Ordering::Relaxed,
         );
         snapshot = engine.snapshot();
+        t += step;
     }
     at_second(second, &snapshot, &counters)
 }
@@ -67,7 +76,8 @@ pub fn write_timeline(
     files: &[std::path::PathBuf],
     output: &Path,
 ) -> anyhow::Result<()> {
-    let mut source = ReplaySource::open(files)?;
+    let mut source =
+        ReplaySource::open(files)?.with_report_interval(cfg.replay.report_interval.as_secs_f64());
     let out: Box<dyn Write> = if output.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())
     } else {

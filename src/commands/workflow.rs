@@ -366,7 +366,15 @@ impl Sampler {
         let (source, replay, gpus): (Box<dyn Source>, bool, Option<Vec<u32>>) = match &spec {
             SourceSpec::Replay(files) => {
                 // A trace that cannot be read is a bad --source value.
-                let r = ReplaySource::open(files).map_err(|e| usage("--source", e.to_string()))?;
+                // Without --interval a workflow takes every recorded sample, reports too.
+                let reports = if interval.is_some() {
+                    cfg.replay.report_interval.as_secs_f64()
+                } else {
+                    0.0
+                };
+                let r = ReplaySource::open(files)
+                    .map_err(|e| usage("--source", e.to_string()))?
+                    .with_report_interval(reports);
                 let ids = r.gpu_ids().iter().map(|g| g.index).collect();
                 (Box::new(r), true, Some(ids))
             }

@@ -325,7 +325,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
     type OfGpu = fn(&GpuView) -> Option<f64>;
     type OfProcess = fn(&ProcessView) -> Option<f64>;
     let no_gpu: OfGpu = |_| None;
-    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 17] = [
+    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 18] = [
         (
             gauge(
                 "gpumem_process_used_bytes",
@@ -463,9 +463,18 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
             gauge(
                 "gpumem_oom_eta_seconds",
                 Some("seconds"),
-                "Predicted seconds until an allocation on this GPU fails; present only while memory is on course to run out.",
+                "Predicted seconds until an allocation on this GPU (or of this process) fails; present only while memory is on course to run out.",
             ),
             |g| g.eta_seconds,
+            |p| p.eta_seconds,
+        ),
+        (
+            gauge(
+                "gpumem_oom_eta_lower_seconds",
+                Some("seconds"),
+                "The earliest the failing allocation is credible: the ETA with growth at its upper confidence bound.",
+            ),
+            |g| g.eta_lower_seconds,
             |_| None,
         ),
         (

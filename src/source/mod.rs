@@ -43,7 +43,10 @@ pub fn run_plain<S: Source + ?Sized>(source: &mut S, mut pace: Pace) {
 pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
     Ok(match cfg.source_spec()? {
         SourceSpec::Sim => Box::new(sim::SimSource::new(&cfg.sim)),
-        SourceSpec::Replay(files) => Box::new(replay::ReplaySource::open(&files)?),
+        SourceSpec::Replay(files) => Box::new(
+            replay::ReplaySource::open(&files)?
+                .with_report_interval(cfg.replay.report_interval.as_secs_f64()),
+        ),
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
             nvml::NvmlBackend::open()?,
             &cfg.nvml,

@@ -196,12 +196,22 @@ pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError
     })
 }
 
+/// Read a trace file; a name ending in `.gz` is gunzipped (recordings attached to bug reports
+/// are often compressed).
 pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
         path: path.display().to_string(),
         error: e,
     })?;
-    parse_trace(std::io::BufReader::new(f), &path.display().to_string())
+    let name = path.display().to_string();
+    if path.extension().is_some_and(|e| e == "gz") {
+        parse_trace(
+            std::io::BufReader::new(flate2::read::GzDecoder::new(f)),
+            &name,
+        )
+    } else {
+        parse_trace(std::io::BufReader::new(f), &name)
+    }
 }
 
 struct GpuSlot {
@@ -215,6 +225,12 @@ pub struct ReplaySource {
     /// (global time, gpu slot, pid, item), sorted by time.
     timeline: Vec<(f64, usize, u32, Item)>,
     cursor: usize,
+    /// Seconds between the allocator reports a process sends (0: every recorded sample, as
+    /// recorded). Recorders sample faster than clients report; a forecast is judged at the
+    /// rate it runs at.
+    report_interval: f64,
+    /// (slot, pid) → trace time of the last report sent.
+    last_report: BTreeMap<(usize, u32), f64>,
 }
 
 impl ReplaySource {
@@ -290,7 +306,16 @@ impl ReplaySource {
             gpus: slots,
             timeline,
             cursor: 0,
+            report_interval: 0.0,
+            last_report: BTreeMap::new(),
         }
+    }
+
+    /// Send each process's allocator statistics at most once per `seconds` of trace time (the
+    /// latest recorded sample when a report is due); events always pass.
+    pub fn with_report_interval(mut self, seconds: f64) -> Self {
+        self.report_interval = seconds.max(0.0);
+        self
     }
 
     /// Seconds from the first to the last item.
@@ -354,7 +379,15 @@ impl Source for ReplaySource {
                     }
                     // A process that has not touched CUDA yet reports zeros: nothing to say.
                     if let Some(tp) = torch.as_ref().filter(|tp| tp.reserved > 0) {
-                        obs.reports.push((*pid, torch_report(&uuid, tp)));
+                        let key = (*slot, *pid);
+                        let due = self
+                            .last_report
+                            .get(&key)
+                            .is_none_or(|last| ts - last >= self.report_interval - 1e-9);
+                        if due {
+                            self.last_report.insert(key, *ts);
+                            obs.reports.push((*pid, torch_report(&uuid, tp)));
+                        }
                     }
                 }
                 Item::Event { name, message } => {

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
 
 pub fn traces_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/shared")
 }
 
 pub fn trace(name: &str) -> PathBuf {
     let p = traces_dir().join(name);
     assert!(
         p.exists(),
-        "trace {} not found: the shared traces must sit beside the repository",
+        "trace {} not found in tests/traces/shared",
         p.display()
     );
     p
