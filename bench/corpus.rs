@@ -10,6 +10,9 @@
 
 #![allow(dead_code)]
 
+#[path = "detection.rs"]
+mod detection;
+
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
@@ -143,23 +146,9 @@ pub struct Second {
     pub leak_flag: bool,
 }
 
-pub fn replay(bin: &Path, files: &[PathBuf], report_interval: &str) -> Vec<Second> {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("timeline.jsonl");
-    let status = std::process::Command::new(bin)
-        .arg("replay")
-        .args(files)
-        .args(["--sample-interval", "1s", "--replay.report-interval"])
-        .arg(report_interval)
-        .arg("--output")
-        .arg(&out)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "gpumem-exporter replay failed");
+pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
     let mut v = vec![];
-    for line in std::fs::read_to_string(&out).unwrap().lines() {
-        let o: Value = serde_json::from_str(line).unwrap();
+    for o in detection::timeline(bin, files, detection::PRODUCTION) {
         let mut s = Second {
             t: o["t"].as_f64().unwrap(),
             ..Default::default()
@@ -307,7 +296,7 @@ pub fn evaluate(bin: &Path, run: &Run, phases: &[f64]) -> Vec<Score> {
     for &phase in phases {
         let dir = tempfile::tempdir().unwrap();
         let files = shifted(run, phase, dir.path());
-        let seconds = replay(bin, &files, "1s");
+        let seconds = replay(bin, &files);
         // The shift moved the replay's clock: put the crash back on it.
         let moved = Run {
             crash: run.crash.map(|c| c + phase),

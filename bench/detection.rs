@@ -213,7 +213,8 @@ pub const RECORDED: &[&str] = &[
     "0s",
 ];
 
-pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
+/// The lines of `gpumem-exporter replay` over `files` at `rate`: one a second of trace time.
+pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");
     let status = std::process::Command::new(bin)
@@ -226,9 +227,16 @@ pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
         .status()
         .unwrap();
     assert!(status.success(), "gpumem-exporter replay failed");
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
     let mut v = vec![];
-    for line in std::fs::read_to_string(&out).unwrap().lines() {
-        let o: Value = serde_json::from_str(line).unwrap();
+    for o in timeline(bin, files, rate) {
         let mut s = Second {
             t: f(&o["t"]),
             ..Default::default()

@@ -25,6 +25,8 @@ const RETRY_WINDOW: f64 = 60.0;
 /// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
 /// sets a new record.
 const HIGH_WATER_WINDOW: f64 = 10.0;
+/// Ranks of a job are compared by their highest allocated bytes over this window.
+const IMBALANCE_WINDOW: f64 = 60.0;
 /// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
 pub const MAX_PHASES_PER_PROCESS: usize = 64;
 
@@ -900,13 +902,20 @@ impl Engine {
             .iter()
             .filter_map(|g| g.memory.map(|m| m.used as f64))
             .collect();
+        // Ranks are compared by their high-water marks over a minute of reports: allocated
+        // bytes caught at a random phase of each rank's step make balanced ranks look up to
+        // 1.7 apart.
         let mut jobs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for p in &processes {
             if let Some(job) = &p.identity.job {
                 let v = p
                     .allocator
                     .as_ref()
-                    .map(|a| a.allocated_bytes as f64)
+                    .and_then(|_| {
+                        self.procs[&(p.pid, p.uuid.clone())]
+                            .alloc_series
+                            .max_since(now - IMBALANCE_WINDOW)
+                    })
                     .or(p.nvml_used.map(|u| u as f64));
                 if let Some(v) = v {
                     jobs.entry(job.clone()).or_default().push(v);
@@ -1029,6 +1038,81 @@ mod tests {
         assert_eq!(snap.processes.len(), 1);
         assert!(snap.processes[0].allocator.is_some());
         assert!(snap.processes[0].nvml_used.is_none());
+    }
+
+    #[test]
+    fn the_process_at_risk_is_the_one_that_grows_not_the_largest() {
+        let gib = (1u64 << 30) as f64;
+        let mut e = Engine::new(&Config::default(), "test");
+        for t in 0..200u32 {
+            let t = t as f64;
+            // pid 7 leaks 0.2 GiB/s under a 2 GiB sawtooth; pid 8 holds 50 GiB and stays flat.
+            let floor = 5.0 * gib + 0.2 * gib * t;
+            let allocated = floor + if t as u64 % 2 == 0 { 2.0 * gib } else { 0.0 };
+            let reserved = floor + 2.5 * gib;
+            let mut o = obs(t, &[7, 8]);
+            let g = &mut o.gpus[0];
+            let m = g.memory.as_mut().unwrap();
+            m.used = (reserved + 0.5 * gib + 50.0 * gib) as u64;
+            m.free = m.total - m.used;
+            g.processes[0].used_bytes = (reserved + 0.5 * gib) as u64;
+            g.processes[1].used_bytes = (50.0 * gib) as u64;
+            o.reports.truncate(1);
+            let d = &mut o.reports[0].1.devices[0];
+            d.allocated_bytes = allocated as u64;
+            d.reserved_bytes = reserved as u64;
+            d.allocated_peak_bytes = Some((floor + 2.0 * gib) as u64);
+            e.observe(&o);
+        }
+        let snap = e.snapshot();
+        assert!(
+            snap.gpus[0].risk >= RiskLevel::High,
+            "{:?}",
+            snap.gpus[0].risk
+        );
+        let risk = |pid| snap.processes.iter().find(|p| p.pid == pid).unwrap().risk;
+        assert!(risk(7) >= RiskLevel::High, "the grower: {:?}", risk(7));
+        assert_eq!(risk(8), RiskLevel::Low, "the large flat neighbour");
+        let eta = |pid| {
+            snap.processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .unwrap()
+                .eta_seconds
+        };
+        assert!(eta(7).is_some() && eta(8).is_none());
+    }
+
+    #[test]
+    fn balanced_ranks_at_different_phases_of_their_step_are_balanced() {
+        let mut e = Engine::new(&Config::default(), "test");
+        let gib = (1u64 << 30) as f64;
+        for t in 0..30 {
+            for rank in 0..8u32 {
+                // A 0.37 s step: allocated swings 2 -> 6 GiB, each rank at its own phase.
+                let phase = (t as f64 / 0.37 + rank as f64 * 0.13).fract();
+                let r = Report {
+                    version: 1,
+                    identity: Identity {
+                        job: Some("llm".into()),
+                        rank: Some(rank as u64),
+                        ..Default::default()
+                    },
+                    devices: vec![DeviceStats {
+                        uuid: "GPU-0".into(),
+                        allocated_bytes: ((2.0 + 4.0 * phase) * gib) as u64,
+                        reserved_bytes: (7.0 * gib) as u64,
+                        allocated_peak_bytes: Some((6.0 * gib) as u64),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                e.report(100 + rank, t as f64, &r).unwrap();
+            }
+        }
+        let snap = e.snapshot();
+        let (_, ratio) = snap.job_imbalance[0];
+        assert!(ratio < 1.1, "balanced ranks read {ratio}");
     }
 
     #[test]
