@@ -105,3 +105,23 @@ fn a_missing_or_broken_trace_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.jsonl:2:"), "{err}");
 }
+
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .arg("replay")
+        .arg(trace("d1-steady.jsonl"))
+        .arg("--output")
+        .arg(dir.path().join("t.jsonl"))
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.contains("timeline written"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in a piped log: {log:?}"
+    );
+}
