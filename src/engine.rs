@@ -639,7 +639,9 @@ impl Engine {
             if !(p.listed_now || reporting) {
                 continue;
             }
-            let (need, held) = Self::need_and_held(p, reporting, now, warmup);
+            // What `analyse` pushed for this tick (the same condition pushes it).
+            let newest = |s: &Series| s.newest().map_or(0.0, |b| b.last());
+            let (need, held) = (newest(&p.demand), newest(&p.held));
             attributed += held;
             let trend = p.demand_trend;
             // Gave memory back and took it again (an emptied cache, an eval phase): it will
