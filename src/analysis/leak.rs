@@ -129,6 +129,25 @@ mod tests {
     }
 
     #[test]
+    fn three_64_mib_jumps_of_a_process_nvml_sees_are_not_a_leak() {
+        // NVML's bytes of a process without reports: flat, but for three 64 MiB segments
+        // taken at 60, 90 and 120 s.
+        let p = params();
+        let mut s = Series::new(1.0, 1800.0);
+        let mut state = LeakState::default();
+        for i in 0..600 {
+            let t = i as f64;
+            let jumps = [60.0, 90.0, 120.0].iter().filter(|j| t >= **j).count() as f64;
+            s.push(t, 8e9 + jumps * 64.0 * 1048576.0);
+            let e = estimate(&s, 0.0, t, &p);
+            assert!(
+                !state.update(e.as_ref(), t, p.persistence),
+                "flagged at {t} s"
+            );
+        }
+    }
+
+    #[test]
     fn flat_sawtooth_is_never_a_leak() {
         let (e, flagged) = run(|_| 1e9, 600.0);
         assert!(!flagged);

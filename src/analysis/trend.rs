@@ -138,7 +138,7 @@ pub struct Steps {
     pub last_t: f64,
 }
 
-/// Upward jumps larger than `min_step` and than eight robust standard deviations of the
+/// Upward jumps of at least `min_step` and eight robust standard deviations of the
 /// point-to-point changes. A caching allocator takes memory from the driver in segments, so
 /// NVML sees growth as a staircase; a buffer allocated once is a single step.
 pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
@@ -151,7 +151,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
     let mut jumped = 0.0;
     for (i, w) in points.windows(2).enumerate() {
         let d = w[1].1 - w[0].1;
-        if d > threshold {
+        if d >= threshold && d > 0.0 {
             match jumps.last_mut() {
                 Some(j) if j.0 == i => {
                     j.0 = i + 1;
