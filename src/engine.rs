@@ -522,10 +522,11 @@ impl Engine {
                 p.segments.pop_front();
             }
             if p.listed_now || reporting {
-                let (need, held) = Self::need_and_held(p, reporting, now, warmup);
+                let peak = Self::peak_need(p, reporting, now);
+                let (need, held) = Self::need_and_held(p, peak, warmup);
                 p.demand.push(now, need);
                 p.held.push(now, held);
-                if let Some(peak) = Self::peak_need(p, reporting, now) {
+                if let Some(peak) = peak {
                     p.peak_need.push(now, peak);
                 }
             }
@@ -596,17 +597,13 @@ impl Engine {
         Some(sampled.max(record) + overhead)
     }
 
-    /// Bytes the process needs to get through its next step and bytes it holds from the driver.
-    fn need_and_held(p: &ProcState, reporting: bool, now: Time, warmup: f64) -> (f64, f64) {
+    /// Bytes the process needs to get through its next step and bytes it holds from the driver,
+    /// given its `peak_need` (reporting processes).
+    fn need_and_held(p: &ProcState, peak: Option<f64>, warmup: f64) -> (f64, f64) {
         let nvml = if p.listed_now { p.nvml_used } else { None };
-        match (Self::peak_need(p, reporting, now), &p.alloc) {
+        match (peak, &p.alloc) {
             (Some(peak), Some(a)) => {
-                let overhead = nvml
-                    .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
-                    .unwrap_or(0.0);
-                let held = nvml
-                    .map(|u| u as f64)
-                    .unwrap_or(a.reserved_bytes as f64 + overhead);
+                let held = nvml.map_or(a.reserved_bytes as f64, |u| u as f64);
                 // Two ways to run out, whichever comes first. The cache keeps growing segment
                 // by segment (split segments serve a new peak only in part), and the segment
                 // after the last one that fits fails: on average when the free memory beside
