@@ -96,10 +96,13 @@ struct ProcState {
     /// computed for: the fit runs twice per floor window, not every second.
     leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
-    /// What the process needs at its peak, and holds, one point per analysis (the forecast's
-    /// window).
+    /// What the process needs to get through its next step, one point per analysis (the
+    /// forecast's window), and what it holds now.
     demand: Series,
-    held: Series,
+    held_now: f64,
+    /// When it last gave memory back to the driver (an emptied cache, the end of an
+    /// evaluation phase): it will ask for it again.
+    gave_back_at: Option<Time>,
     /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
     /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
     peak_need: Series,
@@ -142,7 +145,8 @@ impl ProcState {
             leak_key: None,
             leak_suspected: false,
             demand: recent(),
-            held: recent(),
+            held_now: 0.0,
+            gave_back_at: None,
             peak_need: recent(),
             peak: None,
             freed_at: None,
@@ -525,7 +529,10 @@ impl Engine {
                 let peak = Self::peak_need(p, reporting, now);
                 let (need, held) = Self::need_and_held(p, peak, warmup);
                 p.demand.push(now, need);
-                p.held.push(now, held);
+                if now >= p.warm_from(warmup) && held < p.held_now - oom::MIN_STEP_BYTES {
+                    p.gave_back_at = Some(now);
+                }
+                p.held_now = held;
                 if let Some(peak) = peak {
                     p.peak_need.push(now, peak);
                 }
@@ -638,22 +645,15 @@ impl Engine {
             }
             // What `analyse` pushed for this tick (the same condition pushes it).
             let newest = |s: &Series| s.newest().map_or(0.0, |b| b.last());
-            let (need, held) = (newest(&p.demand), newest(&p.held));
+            let (need, held) = (newest(&p.demand), p.held_now);
             attributed += held;
             let trend = p.demand_trend;
-            // Gave memory back and took it again (an emptied cache, an eval phase): it will
-            // ask again. Only after warm-up: loading is a rise, not a return.
-            let request = Self::request(p, warmup);
-            let since = p.warm_from(warmup).max(now - eta_window);
-            let cycles = p
-                .held
-                .since(since)
-                .fold(None::<(f64, f64)>, |acc, b| {
-                    Some(acc.map_or((b.min(), b.max()), |(lo, hi)| {
-                        (lo.min(b.min()), hi.max(b.max()))
-                    }))
-                })
-                .is_some_and(|(lo, hi)| hi - lo >= request.max(oom::MIN_STEP_BYTES));
+            // Took memory from the driver, or gave some back that it will want again (an
+            // emptied cache, an eval phase), within the window and after warm-up (loading is
+            // a rise that ends).
+            let warm = p.warm_from(warmup);
+            let cycles = p.gave_back_at.is_some_and(|t| t >= now - eta_window)
+                || p.segments.iter().any(|s| s.0 >= warm);
             parts.push(DemandPart {
                 need,
                 held,
