@@ -11,7 +11,7 @@
 #![allow(dead_code)]
 
 #[path = "detection.rs"]
-mod detection;
+pub mod detection;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};

@@ -203,6 +203,14 @@ pub struct Second {
     pub gpu_of: BTreeMap<u32, String>,
 }
 
+/// The binary the examples replay with: `GPUMEM_BIN`, else this checkout's release build.
+pub fn release_bin() -> PathBuf {
+    std::env::var_os("GPUMEM_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/gpumem-exporter"),
+        PathBuf::from,
+    )
+}
+
 /// The rate users run: NVML every second, one allocator report a second.
 pub const PRODUCTION: &[&str] = &["--sample-interval", "1s", "--replay.report-interval", "1s"];
 /// The rate the shared traces were recorded at: every sample, every 0.1 s.

@@ -1,7 +1,7 @@
 //! Prints the forecast table of bench/RESULTS.md for the runs in a corpus folder, replayed at
 //! the production rate (NVML every second, one allocator report a second) at four phases.
 //!
-//! cargo build --release && cargo run --release --example corpus -- tests/traces/corpus
+//! cargo build --release && cargo run --release --example corpus -- tests/traces/corpus/holdout
 
 #[path = "../bench/corpus.rs"]
 mod corpus;
@@ -9,21 +9,11 @@ mod corpus;
 fn main() {
     let dir = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/corpus").into());
-    let bin = std::env::var("GPUMEM_BIN").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/gpumem-exporter"
-        )
-        .into()
-    });
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/corpus/dev").into());
+    let bin = corpus::detection::release_bin();
     let mut all = vec![];
     for run in corpus::runs(std::path::Path::new(&dir)) {
-        all.extend(corpus::evaluate(
-            std::path::Path::new(&bin),
-            &run,
-            &[0.0, 0.25, 0.5, 0.75],
-        ));
+        all.extend(corpus::evaluate(&bin, &run, &[0.0, 0.25, 0.5, 0.75]));
     }
     print!("{}", corpus::table(&all));
 }

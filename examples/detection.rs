@@ -9,17 +9,11 @@ fn main() {
     let dir = std::env::args()
         .nth(1)
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/shared").into());
-    let bin = std::env::var("GPUMEM_BIN").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/release/gpumem-exporter"
-        )
-        .into()
-    });
+    let bin = detection::release_bin();
     let mut all = vec![];
     for group in detection::groups(std::path::Path::new(&dir)) {
         all.extend(detection::evaluate_group(
-            std::path::Path::new(&bin),
+            &bin,
             &group,
             detection::PRODUCTION,
         ));

@@ -513,10 +513,11 @@ impl Engine {
         let eta_window = self.cfg.analysis.eta_window.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.reporting(now, ttl);
+            let warm = p.warm_from(warmup);
             let key = (lp.half_window(now), reporting);
             let series = p.demand_series(reporting);
-            let estimate = (p.leak_key != Some(key))
-                .then(|| leak::estimate(series, p.warm_from(warmup), now, &lp));
+            let estimate =
+                (p.leak_key != Some(key)).then(|| leak::estimate(series, warm, now, &lp));
             if let Some(e) = estimate {
                 p.leak = e;
                 p.leak_key = Some(key);
@@ -529,7 +530,7 @@ impl Engine {
                 let peak = Self::peak_need(p, reporting, now);
                 let (need, held) = Self::need_and_held(p, peak, warmup);
                 p.demand.push(now, need);
-                if now >= p.warm_from(warmup) && held < p.held_now - oom::MIN_STEP_BYTES {
+                if now >= warm && held < p.held_now - oom::MIN_STEP_BYTES {
                     p.gave_back_at = Some(now);
                 }
                 p.held_now = held;
@@ -539,7 +540,6 @@ impl Engine {
             }
             // Only the points since the warm-up: a loading ramp is no part of the trend, and a
             // trend becomes credible only once it has lasted `eta_min_span` after it.
-            let warm = p.warm_from(warmup);
             // Of the two views of its growth, the steeper credible one: the held bytes grow
             // faster than the peak when split segments serve new peaks only in part, the peak
             // shows steps the cache absorbs for a while.
@@ -572,7 +572,8 @@ impl Engine {
     /// buffer allocated once is no guide). Segments taken while loading do not count.
     fn request(p: &ProcState, warmup: f64) -> f64 {
         let (mut first, mut second) = (0.0f64, 0.0f64);
-        for s in p.segments.iter().filter(|s| s.0 >= p.warm_from(warmup)) {
+        let warm = p.warm_from(warmup);
+        for s in p.segments.iter().filter(|s| s.0 >= warm) {
             if s.1 > first {
                 second = first;
                 first = s.1;
