@@ -198,6 +198,26 @@ pub struct IngestConfig {
     /// Largest free block reports are sent at a lower rate; keep the last one this long.
     #[serde(with = "humantime_serde")]
     pub largest_block_ttl: Duration,
+    /// A report moves a GPU's risk, forecast, fragmentation and imbalance only for the GPUs
+    /// NVML lists its sender on. Off only where NVML cannot list processes: then any local
+    /// process can raise any GPU's risk.
+    pub require_nvml_listing: bool,
+    /// How long a (pid, GPU) pair stays trusted after NVML last listed it: a listing can miss
+    /// a sample while the process is busy, and the OOM report comes as the process fails.
+    #[serde(with = "humantime_serde")]
+    pub listing_grace: Duration,
+    /// Reports per second one process may send (bursts of twice as many); more get 429.
+    pub max_reports_per_second: u32,
+    /// Open connections on the ingest endpoints, in all and per sending process.
+    pub max_connections: usize,
+    pub max_connections_per_process: usize,
+    /// A connection that sends no complete request headers for this long is closed (an idle
+    /// kept-alive connection too).
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// A request body that takes longer than this to arrive is refused (408).
+    #[serde(with = "humantime_serde")]
+    pub read_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,6 +353,13 @@ impl Default for IngestConfig {
             max_body_bytes: 1 << 20,
             expire_after: Duration::from_secs(30),
             largest_block_ttl: Duration::from_secs(60),
+            require_nvml_listing: true,
+            listing_grace: Duration::from_secs(10),
+            max_reports_per_second: 20,
+            max_connections: 256,
+            max_connections_per_process: 8,
+            idle_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -601,6 +628,30 @@ impl Config {
         }
         if self.ingest.max_body_bytes < 1024 || self.ingest.max_body_bytes > 64 << 20 {
             return Err(err("ingest.max_body_bytes", "accepted: 1024..67108864"));
+        }
+        let i = &self.ingest;
+        if i.listing_grace > Duration::from_secs(300) {
+            return Err(err("ingest.listing_grace", "accepted: 0s..5m"));
+        }
+        if !(1..=10_000).contains(&i.max_reports_per_second) {
+            return Err(err("ingest.max_reports_per_second", "accepted: 1..10000"));
+        }
+        if !(1..=65_536).contains(&i.max_connections) {
+            return Err(err("ingest.max_connections", "accepted: 1..65536"));
+        }
+        if i.max_connections_per_process == 0 || i.max_connections_per_process > i.max_connections {
+            return Err(err(
+                "ingest.max_connections_per_process",
+                "accepted: 1..ingest.max_connections",
+            ));
+        }
+        for (field, d) in [
+            ("ingest.idle_timeout", i.idle_timeout),
+            ("ingest.read_timeout", i.read_timeout),
+        ] {
+            if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
+                return Err(err(field, "accepted: 100ms..10m"));
+            }
         }
         if self.sim.gpus.is_empty() || self.sim.gpus.len() > 64 {
             return Err(err("sim.gpus", "accepted: 1..64 GPUs"));

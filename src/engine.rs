@@ -191,6 +191,33 @@ impl ProcState {
     }
 }
 
+/// Which (pid, GPU) pairs may move the GPU's own analysis: a process speaks for itself only
+/// on the GPUs NVML lists it on (`ingest.require_nvml_listing`), or listed within
+/// `ingest.listing_grace`. Anyone who can reach the ingest socket can send a report; only a
+/// process that really holds memory on a GPU is listed there.
+#[derive(Debug, Clone, Copy)]
+struct Trust {
+    required: bool,
+    grace: f64,
+}
+
+impl Trust {
+    fn vouches(self, p: &ProcState, now: Time) -> bool {
+        !self.required || p.listed_now || p.last_listed.is_some_and(|l| now - l <= self.grace)
+    }
+}
+
+/// What became of an accepted report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// GPUs the report spoke of where NVML does not list the sender: its numbers are kept as
+    /// the process's own, with no effect on the GPU's risk, forecast, fragmentation or
+    /// imbalance.
+    pub unlisted: Vec<String>,
+    /// Device entries and OOM events that had no effect at GPU level for that reason.
+    pub unlisted_items: u64,
+}
+
 /// Looks up a process's pod; the Kubernetes attribution plugs in here.
 pub trait PodResolver: Send {
     fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
@@ -252,6 +279,13 @@ impl Engine {
         self.procs.len()
     }
 
+    fn trust(&self) -> Trust {
+        Trust {
+            required: self.cfg.ingest.require_nvml_listing,
+            grace: self.cfg.ingest.listing_grace.as_secs_f64(),
+        }
+    }
+
     fn shape(&self) -> SeriesShape {
         let a = &self.cfg.analysis;
         SeriesShape {
@@ -306,7 +340,8 @@ impl Engine {
             for p in &r.processes {
                 let key = (p.pid, uuid.clone());
                 if !self.procs.contains_key(&key) {
-                    if !self.make_room() {
+                    if !self.make_room(true) {
+                        tracing::debug!(pid = p.pid, "process table full of listed processes");
                         continue;
                     }
                     let st = self.new_proc(t);
@@ -354,19 +389,28 @@ impl Engine {
         }
     }
 
-    /// Forget the least recently active process that is no longer active, to stay under the cap.
-    fn make_room(&mut self) -> bool {
+    /// Stay under `history.max_processes`: forget the least recently active entry that is no
+    /// longer active; for a process NVML lists (`listed`), else the report-only entry that
+    /// reported least recently. NVML-listed processes always find room while any entry is
+    /// report-only, so reports from processes that are not on a GPU cannot crowd them out.
+    fn make_room(&mut self, listed: bool) -> bool {
         if self.procs.len() < self.cfg.history.max_processes {
             return true;
         }
         let expire = self.cfg.ingest.expire_after.as_secs_f64();
         let now = self.now;
-        let victim = self
-            .procs
-            .iter()
-            .filter(|(_, p)| !p.listed_now && !p.reporting(now, expire))
-            .min_by(|a, b| a.1.last_activity().total_cmp(&b.1.last_activity()))
-            .map(|(k, _)| k.clone());
+        let trust = self.trust();
+        let oldest = |filter: &dyn Fn(&ProcState) -> bool| {
+            self.procs
+                .iter()
+                .filter(|(_, p)| filter(p))
+                .min_by(|a, b| a.1.last_activity().total_cmp(&b.1.last_activity()))
+                .map(|(k, _)| k.clone())
+        };
+        let mut victim = oldest(&|p| !p.listed_now && !p.reporting(now, expire));
+        if victim.is_none() && listed {
+            victim = oldest(&|p| !p.listed_now && !trust.vouches(p, now));
+        }
         match victim {
             Some(k) => {
                 self.procs.remove(&k);
@@ -385,27 +429,46 @@ impl Engine {
     }
 
     /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
-    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<(), Rejection> {
-        self.changes += 1;
+    /// A report naming a GPU this host does not have is refused whole; one from a process NVML
+    /// does not list on a GPU is kept as that process's own (see `Trust`).
+    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Rejection> {
         let t = if t.is_finite() { t } else { self.now };
         // An OOM event names its device: the observer fires while the allocator is failing and
         // sends no statistics, so the event may be the first word from that (pid, GPU).
-        let oom_devices: Vec<&str> = report
+        let oom_devices: Vec<(usize, &str)> = report
             .events
             .iter()
-            .filter(|e| e.kind == EventKind::Oom && !e.name.is_empty())
-            .map(|e| e.name.as_str())
+            .enumerate()
+            .filter(|(_, e)| e.kind == EventKind::Oom && !e.name.is_empty())
+            .map(|(i, e)| (i, e.name.as_str()))
             .collect();
+        for (field, uuid) in report
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("devices[{i}].uuid"), d.uuid.as_str()))
+            .chain(
+                oom_devices
+                    .iter()
+                    .map(|(i, u)| (format!("events[{i}].name"), *u)),
+            )
+        {
+            if !self.gpus.iter().any(|g| g.id.uuid == uuid) {
+                return Err(self.unknown_gpu(&field, uuid));
+            }
+        }
+        self.changes += 1;
         let wanted: Vec<ProcKey> = report
             .devices
             .iter()
             .map(|d| d.uuid.as_str())
-            .chain(oom_devices.iter().copied())
+            .chain(oom_devices.iter().map(|(_, u)| *u))
             .map(|u| (pid, u.to_string()))
             .collect();
         for key in wanted {
             if !self.procs.contains_key(&key) {
-                if !self.make_room() {
+                // NVML would have listed it already: this entry is report-only.
+                if !self.make_room(false) {
                     return Err(Rejection::new(
                         RejectReason::TooManyProcesses,
                         format!(
@@ -418,14 +481,22 @@ impl Engine {
                 self.procs.insert(key, st);
             }
         }
+        let trust = self.trust();
+        let mut applied = Applied::default();
         for d in &report.devices {
             let st = self
                 .procs
                 .get_mut(&(pid, d.uuid.clone()))
                 .expect("inserted above");
+            let vouched = trust.vouches(st, t);
+            if !vouched {
+                applied.unlisted.push(d.uuid.clone());
+                applied.unlisted_items += 1;
+            }
             st.last_report = Some(t);
             st.alloc_series.push(t, d.allocated_bytes as f64);
-            if let Some(r) = d.alloc_retries {
+            // Retries and OOMs raise the GPU's risk: only a process on that GPU may say so.
+            if let Some(r) = d.alloc_retries.filter(|_| vouched) {
                 st.retries.push(t, r);
             }
             if let Some(lb) = d.largest_free_block_bytes {
@@ -455,7 +526,7 @@ impl Engine {
                 }
             }
             let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
-            if d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
+            if vouched && d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
                 st.last_oom = Some(t);
             }
             st.alloc = Some(d.clone());
@@ -466,6 +537,7 @@ impl Engine {
             if key.0 != pid {
                 break;
             }
+            let vouched = trust.vouches(st, t);
             if report.identity != Identity::default() {
                 st.identity = report.identity.clone();
             }
@@ -482,7 +554,14 @@ impl Engine {
                         *st.phase_entries.entry(e.name.clone()).or_insert(0) += 1;
                     }
                     EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
-                        st.last_oom = Some(t);
+                        if vouched {
+                            st.last_oom = Some(t);
+                        } else {
+                            applied.unlisted_items += 1;
+                            if !applied.unlisted.contains(&key.1) {
+                                applied.unlisted.push(key.1.clone());
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -499,7 +578,30 @@ impl Engine {
             }
         }
         self.now = self.now.max(t);
-        Ok(())
+        Ok(applied)
+    }
+
+    fn unknown_gpu(&self, field: &str, uuid: &str) -> Rejection {
+        const SHOWN: usize = 8;
+        let known: Vec<&str> = self
+            .gpus
+            .iter()
+            .take(SHOWN)
+            .map(|g| g.id.uuid.as_str())
+            .collect();
+        let more = if self.gpus.len() > SHOWN { ", ..." } else { "" };
+        Rejection::new(
+            RejectReason::UnknownGpu,
+            if known.is_empty() {
+                format!("{field}: {uuid} is not a GPU of this host (no GPU has been read yet)")
+            } else {
+                format!(
+                    "{field}: {uuid} is not a GPU of this host (it has {}: {}{more})",
+                    self.gpus.len(),
+                    known.join(", ")
+                )
+            },
+        )
     }
 
     fn reporting(&self, p: &ProcState, now: Time) -> bool {
@@ -560,6 +662,12 @@ impl Engine {
             } else {
                 None
             };
+        }
+        // A process NVML does not list on a GPU has no forecast or risk there (see `Trust`).
+        let trust = self.trust();
+        for p in self.procs.values_mut().filter(|p| !trust.vouches(p, now)) {
+            p.eta = None;
+            p.risk = None;
         }
         for gi in 0..self.gpus.len() {
             let analysis = self.analyse_gpu(gi, now);
@@ -639,9 +747,10 @@ impl Engine {
         let mut attributed = 0.0;
         let mut slope_sum = None::<f64>;
         let mut any_suspected = false;
+        let trust = self.trust();
         for (k, p) in self.procs.iter().filter(|(k, _)| k.1 == uuid) {
             let reporting = self.reporting(p, now);
-            if !(p.listed_now || reporting) {
+            if !(p.listed_now || reporting) || !trust.vouches(p, now) {
                 continue;
             }
             // What `analyse` pushed for this tick (the same condition pushes it).
@@ -748,12 +857,15 @@ impl Engine {
             .iter()
             .find(|g| g.id.uuid == key.1)
             .map(|g| g.id.index);
+        let trust = self.trust();
         let resolver = self.pod_resolver.as_mut();
         let p = self.procs.get_mut(key)?;
         let reporting = p.reporting(now, ttl);
         if !(p.listed_now || reporting) {
             return None;
         }
+        // Unverified: the process's own numbers only, nothing derived that an alert reads.
+        let verified = trust.vouches(p, now);
         if p.pod.is_none() {
             if let Some(r) = resolver {
                 p.pod = r.resolve(key.0);
@@ -764,7 +876,7 @@ impl Engine {
             .largest_free
             .filter(|(t, _)| now - t <= block_ttl)
             .map(|(_, v)| v);
-        let view = alloc.as_ref().map(|a| AllocatorView {
+        let view = alloc.as_ref().filter(|_| verified).map(|a| AllocatorView {
             allocated: a.allocated_bytes as f64,
             reserved: a.reserved_bytes as f64,
             inactive_split: a.inactive_split_bytes.map(|v| v as f64),
@@ -796,9 +908,10 @@ impl Engine {
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
             components: p.components.clone(),
-            leak_slope: p.leak.map(|l| l.trend.slope),
-            leak_p_value: p.leak.map(|l| l.trend.p_value),
-            leak_suspected: p.leak_suspected,
+            verified,
+            leak_slope: p.leak.filter(|_| verified).map(|l| l.trend.slope),
+            leak_p_value: p.leak.filter(|_| verified).map(|l| l.trend.p_value),
+            leak_suspected: p.leak_suspected && verified,
             eta_seconds: p.eta.map(|e| e.seconds),
             risk: RiskLevel::Low,
             fragmentation: view.as_ref().and_then(fragmentation::fragmentation_ratio),
@@ -845,8 +958,10 @@ impl Engine {
         let peak_window = self.cfg.analysis.peak_window.as_secs_f64();
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for g in order.iter().map(|&i| &self.gpus[i]) {
-            let on_gpu: Vec<&ProcessView> =
-                processes.iter().filter(|p| p.uuid == g.id.uuid).collect();
+            let on_gpu: Vec<&ProcessView> = processes
+                .iter()
+                .filter(|p| p.uuid == g.id.uuid && p.verified)
+                .collect();
             let views: Vec<AllocatorView> = on_gpu
                 .iter()
                 .filter_map(|p| {
@@ -906,7 +1021,7 @@ impl Engine {
         // bytes caught at a random phase of each rank's step make balanced ranks look up to
         // 1.7 apart.
         let mut jobs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for p in &processes {
+        for p in processes.iter().filter(|p| p.verified) {
             if let Some(job) = &p.identity.job {
                 let v = p
                     .allocator
@@ -1029,15 +1144,147 @@ mod tests {
     }
 
     #[test]
-    fn a_reporting_process_nvml_does_not_list_is_still_exported() {
+    fn a_reporting_process_nvml_does_not_list_keeps_only_its_own_numbers() {
         let mut e = Engine::new(&Config::default(), "test");
         let mut o = obs(0.0, &[7]);
         o.gpus[0].processes.clear();
         e.observe(&o);
         let snap = e.snapshot();
         assert_eq!(snap.processes.len(), 1);
-        assert!(snap.processes[0].allocator.is_some());
-        assert!(snap.processes[0].nvml_used.is_none());
+        let p = &snap.processes[0];
+        assert!(p.allocator.is_some());
+        assert!(p.nvml_used.is_none());
+        assert!(!p.verified);
+        assert_eq!((p.fragmentation, p.leak_slope), (None, None));
+        assert_eq!(snap.gpus[0].fragmentation, None, "nothing at GPU level");
+    }
+
+    #[test]
+    fn without_the_listing_check_a_reporting_process_counts_in_full() {
+        let mut cfg = Config::default();
+        cfg.ingest.require_nvml_listing = false;
+        let mut e = Engine::new(&cfg, "test");
+        let mut o = obs(0.0, &[7]);
+        o.gpus[0].processes.clear();
+        o.reports[0].1.devices[0].inactive_split_bytes = Some(1 << 30);
+        e.observe(&o);
+        let snap = e.snapshot();
+        assert!(snap.processes[0].verified);
+        assert!(snap.gpus[0].fragmentation.is_some());
+    }
+
+    /// An OOM event and retry counters for GPU-0 from `pid`, the way a real OOM observer and
+    /// client would send them.
+    fn oom_report(pid_retries: u64) -> Report {
+        Report {
+            version: 1,
+            devices: vec![DeviceStats {
+                uuid: "GPU-0".into(),
+                allocated_bytes: 1 << 30,
+                reserved_bytes: 2 << 30,
+                alloc_retries: Some(pid_retries),
+                ooms: Some(pid_retries),
+                ..Default::default()
+            }],
+            events: vec![crate::ingest::report::Event {
+                kind: EventKind::Oom,
+                name: "GPU-0".into(),
+                message: None,
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn forged_ooms_and_retries_from_a_process_not_on_the_gpu_move_nothing_there() {
+        let mut e = Engine::new(&Config::default(), "test");
+        for i in 0..5 {
+            e.observe(&obs(i as f64, &[7]));
+        }
+        // pid 99 never touched the GPU: NVML does not list it.
+        for (i, n) in [(5, 0), (6, 5), (7, 50)] {
+            let a = e.report(99, i as f64, &oom_report(n)).unwrap();
+            assert_eq!(a.unlisted, vec!["GPU-0".to_string()]);
+            e.observe(&obs(i as f64 + 0.5, &[7]));
+        }
+        let snap = e.snapshot();
+        assert_eq!(snap.gpus[0].risk, RiskLevel::Low, "{:?}", snap.gpus[0]);
+        let forger = snap.processes.iter().find(|p| p.pid == 99).unwrap();
+        assert_eq!((forger.verified, forger.risk), (false, RiskLevel::Low));
+        // The same words from pid 7, which NVML lists there, page.
+        for (i, n) in [(8, 0), (9, 5)] {
+            let a = e.report(7, i as f64, &oom_report(n)).unwrap();
+            assert!(a.unlisted.is_empty());
+            e.observe(&obs(i as f64 + 0.5, &[7]));
+        }
+        assert_eq!(e.snapshot().gpus[0].risk, RiskLevel::Critical);
+    }
+
+    #[test]
+    fn a_process_stays_trusted_for_the_grace_period_after_its_last_listing() {
+        let mut e = Engine::new(&Config::default(), "test");
+        e.observe(&obs(0.0, &[7]));
+        // NVML misses it for a few samples (it still reports).
+        let mut o = obs(5.0, &[7]);
+        o.gpus[0].processes.clear();
+        e.observe(&o);
+        assert!(e
+            .report(7, 5.5, &oom_report(0))
+            .unwrap()
+            .unlisted
+            .is_empty());
+        let mut o = obs(30.0, &[7]);
+        o.gpus[0].processes.clear();
+        e.observe(&o);
+        let a = e.report(7, 30.5, &oom_report(1)).unwrap();
+        assert_eq!(a.unlisted, vec!["GPU-0".to_string()], "grace is over");
+    }
+
+    #[test]
+    fn a_report_naming_a_gpu_the_host_lacks_is_refused_whole() {
+        let mut e = Engine::new(&Config::default(), "test");
+        e.observe(&obs(0.0, &[7]));
+        let mut r = oom_report(0);
+        r.devices[0].uuid = "GPU-elsewhere".into();
+        let err = e.report(7, 1.0, &r).unwrap_err();
+        assert_eq!(err.reason, RejectReason::UnknownGpu);
+        assert!(
+            err.message.contains("devices[0].uuid") && err.message.contains("GPU-0"),
+            "{err}"
+        );
+        // An OOM event alone names its GPU too.
+        let mut r = oom_report(0);
+        r.devices.clear();
+        r.events[0].name = "GPU-elsewhere".into();
+        let err = e.report(7, 1.0, &r).unwrap_err();
+        assert!(err.message.starts_with("events[0].name"), "{err}");
+        assert_eq!(e.tracked_processes(), 1, "nothing was added");
+        let before = e.current();
+        assert!(Arc::ptr_eq(&before, &e.current()), "nothing changed");
+    }
+
+    #[test]
+    fn listed_processes_always_find_room_in_a_table_full_of_report_only_entries() {
+        let mut cfg = Config::default();
+        cfg.history.max_processes = 8;
+        let mut e = Engine::new(&cfg, "test");
+        e.observe(&obs(0.0, &[1]));
+        let mut refused = 0;
+        for pid in 100..120 {
+            if let Err(r) = e.report(pid, 0.5, &oom_report(0)) {
+                assert_eq!(r.reason, RejectReason::TooManyProcesses);
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 13, "7 report-only entries fit beside pid 1");
+        let listed: Vec<u32> = (1..=6).collect();
+        e.observe(&obs(1.0, &listed));
+        let snap = e.snapshot();
+        for pid in &listed {
+            let p = snap.processes.iter().find(|p| p.pid == *pid);
+            assert!(p.is_some_and(|p| p.verified), "pid {pid} is listed");
+        }
+        assert_eq!(e.tracked_processes(), 8);
     }
 
     #[test]
@@ -1087,7 +1334,11 @@ mod tests {
     fn balanced_ranks_at_different_phases_of_their_step_are_balanced() {
         let mut e = Engine::new(&Config::default(), "test");
         let gib = (1u64 << 30) as f64;
+        let pids: Vec<u32> = (100..108).collect();
         for t in 0..30 {
+            let mut o = obs(t as f64, &pids);
+            o.reports.clear();
+            e.observe(&o);
             for rank in 0..8u32 {
                 // A 0.37 s step: allocated swings 2 -> 6 GiB, each rank at its own phase.
                 let phase = (t as f64 / 0.37 + rank as f64 * 0.13).fract();

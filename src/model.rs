@@ -96,4 +96,7 @@ pub struct Observation {
     pub duration_seconds: f64,
     /// NVML was initialised again before this sample.
     pub reinitialised: bool,
+    /// Panics the NVML reader survived since the previous observation was handed on (a backend
+    /// call or a hand-off panicked; the reader went on with the next sample).
+    pub reader_restarts: u32,
 }

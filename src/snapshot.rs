@@ -78,6 +78,10 @@ pub struct ProcessView {
     pub phase: Option<String>,
     pub phase_entries: Vec<(String, u64)>,
     pub components: Vec<Component>,
+    /// NVML lists the process on this GPU (or did within `ingest.listing_grace`, or the check
+    /// is off). Otherwise only its own reported numbers are shown: no leak, forecast, risk or
+    /// fragmentation, and it counts for nothing at GPU level.
+    pub verified: bool,
     pub leak_slope: Option<f64>,
     pub leak_p_value: Option<f64>,
     pub leak_suspected: bool,

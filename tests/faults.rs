@@ -573,7 +573,35 @@ fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
     }
 }
 
-const VALID: &str = r#"{"version":1,"identity":{"job":"flood"},"devices":[{"uuid":"GPU-flood","allocated_bytes":1048576,"reserved_bytes":2097152}]}"#;
+/// A valid report for the GPU `uuid`.
+fn valid(uuid: &str) -> String {
+    format!(
+        r#"{{"version":1,"identity":{{"job":"flood"}},"devices":[{{"uuid":"{uuid}","allocated_bytes":1048576,"reserved_bytes":2097152}}]}}"#
+    )
+}
+
+/// The first simulated GPU's uuid, from the exporter's metrics.
+fn sim_uuid(port: u16) -> String {
+    let (_, body) = http_get(port, "/metrics", Duration::from_secs(5)).unwrap();
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| l.starts_with("gpumem_gpu_info{"))
+        .and_then(|l| l.split("uuid=\"").nth(1))
+        .and_then(|r| r.split('"').next())
+        .expect("the simulated GPU's uuid")
+        .to_string()
+}
+
+/// Pids with NVML series (`gpumem_process_used_bytes`): the processes NVML lists.
+fn listed_pids(metrics: &str) -> std::collections::BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("gpumem_process_used_bytes{"))
+        .filter_map(|l| l.split("pid=\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
 
 // ---------------------------------------------------------------------------------------------
 // (b) Flood.
@@ -596,6 +624,12 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
         &format!("history:\n  max_processes: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
         &[],
     );
+    let uuid = sim_uuid(ex.port);
+    let valid_body: &'static str = Box::leak(valid(&uuid).into_boxed_str());
+    let elsewhere: &'static str = Box::leak(valid("GPU-not-on-this-host").into_boxed_str());
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+    let listed_before = listed_pids(&String::from_utf8_lossy(&body));
+    assert!(!listed_before.is_empty(), "the simulator lists processes");
     let stop = Arc::new(AtomicBool::new(false));
     let next_pid = Arc::new(AtomicU32::new(0));
     let sent = Arc::new(AtomicU64::new(0));
@@ -648,10 +682,11 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
                     i += 1;
                     let (body, ct, pid_header): (&str, &str, String) = match (i + w) % 10 {
                         0 => ("{\"version\":1,\"devices\":[{\"uuid\":", "application/json", pid.to_string()),
-                        1 => (VALID, "text/plain", pid.to_string()),
-                        2 => (VALID, "application/json", "not-a-pid".into()),
+                        1 => (valid_body, "text/plain", pid.to_string()),
+                        2 => (valid_body, "application/json", "not-a-pid".into()),
                         3 => ("{\"version\":7,\"devices\":[]}", "application/json", pid.to_string()),
-                        _ => (VALID, "application/json", pid.to_string()),
+                        4 => (elsewhere, "application/json", pid.to_string()),
+                        _ => (valid_body, "application/json", pid.to_string()),
                     };
                     let req = format!(
                         "POST /api/v1/report HTTP/1.1\r\nHost: localhost\r\nContent-Type: {ct}\r\nX-Gpumem-Pid: {pid_header}\r\nContent-Length: {}\r\n\r\n{body}",
@@ -678,14 +713,15 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) && n < 2000 {
                 let body: &[u8] = if n % 2 == 0 {
-                    VALID.as_bytes()
+                    valid_body.as_bytes()
                 } else {
                     b"\x00\xff garbage"
                 };
                 let (status, _) =
                     common::post_unix(&socket, "/api/v1/report", "application/json", body);
+                // One pid sending as fast as it can: past its burst, 429 rate_limited.
                 assert!(
-                    status == 202 || status == 400,
+                    status == 202 || status == 400 || status == 429,
                     "unix ingest answered {status}"
                 );
                 n += 1;
@@ -728,6 +764,23 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
     assert!(rejected("malformed") > 0.0);
     assert!(rejected("content_type") > 0.0);
     assert!(rejected("unsupported_version") > 0.0);
+    assert!(rejected("unknown_gpu") > 0.0 && rejected("unknown_gpu") as u64 == statuses[&422]);
+    assert!(rejected("rate_limited") > 0.0, "one pid over its rate");
+    let gpus_exported: std::collections::BTreeSet<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("gpumem_process_allocated_bytes{"))
+        .filter_map(|l| l.split("uuid=\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .collect();
+    assert!(
+        !gpus_exported.contains("GPU-not-on-this-host"),
+        "no series for a GPU the host lacks"
+    );
+    let listed_after = listed_pids(&m);
+    assert!(
+        listed_before.is_subset(&listed_after),
+        "every NVML-listed process stays visible: before {listed_before:?}, after {listed_after:?}"
+    );
     let accepted = sample_value(&m, "gpumem_ingest_reports_total", &[]).unwrap();
     assert!(
         accepted >= MAX_PROCESSES as f64 - 1.0,
@@ -850,6 +903,7 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
         body.len()
     );
 
+    let valid_body: &'static str = Box::leak(valid(&sim_uuid(ex.port)).into_boxed_str());
     let stop = Arc::new(AtomicBool::new(false));
     // A slow reader: request sent, response held up in the socket when SIGTERM arrives.
     let slow = {
@@ -886,19 +940,19 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
                             break;
                         }
                         let (status, _) =
-                            common::post_unix(&socket, "/api/v1/report", "application/json", VALID.as_bytes());
-                        assert!(status == 202 || status == 0, "unix ingest answered {status}");
+                            common::post_unix(&socket, "/api/v1/report", "application/json", valid_body.as_bytes());
+                        assert!(matches!(status, 202 | 429 | 0), "unix ingest answered {status}");
                     } else {
                         let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else { break };
                         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                         let req = format!(
-                            "POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Gpumem-Pid: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{VALID}",
+                            "POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Gpumem-Pid: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{valid_body}",
                             50_000 + n % 100,
-                            VALID.len()
+                            valid_body.len()
                         );
                         if (&s).write_all(req.as_bytes()).is_ok() {
                             if let Ok((status, _)) = read_response(&mut BufReader::new(&s)) {
-                                assert_eq!(status, 202);
+                                assert!(matches!(status, 202 | 429), "tcp ingest answered {status}");
                             }
                         }
                     }

@@ -30,9 +30,13 @@ fn first_uuid(m: &str) -> String {
     line[i..].split('"').next().unwrap().to_string()
 }
 
+/// This test process is not on any simulated GPU: where a test needs its reports to count in
+/// full, the NVML listing check is off.
+const TRUST_REPORTS: &str = "ingest:\n  require_nvml_listing: false\n";
+
 #[test]
 fn a_report_shows_up_under_the_senders_real_pid() {
-    let e = Exporter::start(&[]);
+    let e = Exporter::start_with_config(TRUST_REPORTS, &[]);
     let uuid = first_uuid(&e.metrics());
     let me = std::process::id();
     // The body claims pid 1: attribution must come from the kernel, not the body.
@@ -103,6 +107,12 @@ fn malformed_input_of_each_kind_gets_a_4xx_and_a_counter() {
         ("version", "application/json",
             serde_json::to_vec(&json!({"version":7,"devices":[]})).unwrap(), 409, "unsupported_version"),
         ("content type", "text/plain", good.clone(), 415, "content_type"),
+        ("unknown gpu", "application/json", report("GPU-not-on-this-host", 0), 422, "unknown_gpu"),
+        ("same gpu twice", "application/json",
+            serde_json::to_vec(&json!({"version":1,"devices":[
+                {"uuid":uuid,"allocated_bytes":1,"reserved_bytes":1},
+                {"uuid":uuid,"allocated_bytes":1,"reserved_bytes":1}]})).unwrap(),
+            400, "invalid_value"),
     ];
     let big = {
         let mut b = b"{\"version\":1,\"devices\":[],\"pad\":\"".to_vec();
@@ -191,4 +201,234 @@ fn tcp_ingest_takes_the_pid_header_and_stays_on_loopback() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ingest.allow-remote"));
+}
+
+/// An OOM event and retry counters for `uuid`, as an OOM observer and client send them.
+fn oom_report(uuid: &str, n: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "version": 1,
+        "devices": [{"uuid": uuid, "allocated_bytes": 1_000_000_000u64,
+                      "reserved_bytes": 3_000_000_000u64, "alloc_retries": n, "ooms": n}],
+        "events": [{"kind": "oom", "name": uuid, "message": "CUDA out of memory"}]
+    }))
+    .unwrap()
+}
+
+/// The GPU's own risk level (the series without a pid).
+fn gpu_risk(m: &str, uuid: &str) -> f64 {
+    m.lines()
+        .find(|l| {
+            l.starts_with("gpumem_oom_risk_level{")
+                && l.contains(&format!("uuid=\"{uuid}\""))
+                && !l.contains("pid=")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("the GPU's risk level")
+}
+
+/// Send forged OOMs from this process (which NVML never lists) to the first simulated GPU;
+/// returns the GPU's uuid, the metrics afterwards and the last answer.
+fn forge_ooms(e: &Exporter) -> (String, String, String) {
+    let uuid = first_uuid(&e.metrics());
+    assert_eq!(
+        gpu_risk(&e.metrics(), &uuid),
+        0.0,
+        "an idle GPU starts at no risk"
+    );
+    let mut last = String::new();
+    for n in 0..3 {
+        let (status, body) = post_unix(
+            &e.socket,
+            "/api/v1/report",
+            "application/json",
+            &oom_report(&uuid, n * 5),
+        );
+        assert_eq!(status, 202, "{body}");
+        last = body;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    (uuid, e.metrics(), last)
+}
+
+const IDLE_GPU: &str = "sim:\n  gpus:\n    - scenario: idle\n";
+
+#[test]
+fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
+    let e = Exporter::start_with_config(IDLE_GPU, &[]);
+    let (uuid, m, answer) = forge_ooms(&e);
+    assert_eq!(gpu_risk(&m, &uuid), 0.0, "forged OOMs moved the GPU's risk");
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(v["unlisted"], json!([uuid]), "{answer}");
+    // Kept as the process's own numbers, counted, and nothing derived from them.
+    let me = std::process::id().to_string();
+    let mine = [("pid", me.as_str())];
+    assert_eq!(
+        sample_value(&m, "gpumem_process_allocated_bytes", &mine),
+        Some(1e9)
+    );
+    assert_eq!(sample_value(&m, "gpumem_oom_risk_level", &mine), Some(0.0));
+    assert_eq!(sample_value(&m, "gpumem_fragmentation_ratio", &mine), None);
+    // Three reports, each a device entry and an OOM event.
+    assert_eq!(
+        sample_value(&m, "gpumem_ingest_unlisted_total", &[]),
+        Some(6.0)
+    );
+
+    // The control: the same reports, trusted, do page. Without it this test could pass with
+    // OOM events ignored altogether.
+    let trusting = Exporter::start_with_config(&format!("{IDLE_GPU}{TRUST_REPORTS}"), &[]);
+    let (uuid, m, _) = forge_ooms(&trusting);
+    assert_eq!(gpu_risk(&m, &uuid), 3.0, "trusted OOM reports must page");
+}
+
+/// One request written by hand; returns the whole answer (head and body).
+fn raw_exchange(socket: &std::path::Path, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn a_process_sending_too_fast_gets_429_with_retry_after() {
+    let e = Exporter::start_with_config("ingest:\n  max_reports_per_second: 5\n", &[]);
+    let uuid = first_uuid(&e.metrics());
+    let body = report(&uuid, 0);
+    let request = [
+        format!(
+            "POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body,
+    ]
+    .concat();
+    let answers: Vec<String> = (0..30).map(|_| raw_exchange(&e.socket, &request)).collect();
+    let accepted = answers
+        .iter()
+        .filter(|a| a.starts_with("HTTP/1.1 202"))
+        .count();
+    let limited: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.starts_with("HTTP/1.1 429"))
+        .collect();
+    // A burst of twice the rate, plus what refills while the 30 are sent.
+    assert!((10..30).contains(&accepted), "accepted {accepted}");
+    assert_eq!(accepted + limited.len(), 30);
+    let a = limited[0].to_ascii_lowercase();
+    assert!(
+        a.contains("retry-after: 1") && a.contains("rate_limited"),
+        "{a}"
+    );
+    let m = e.metrics();
+    assert_eq!(
+        sample_value(
+            &m,
+            "gpumem_ingest_rejected_total",
+            &[("reason", "rate_limited")]
+        ),
+        Some(limited.len() as f64)
+    );
+}
+
+#[test]
+fn slow_bodies_and_idle_connections_are_cut_off_and_the_exporter_keeps_serving() {
+    use std::io::{Read, Write};
+    let e =
+        Exporter::start_with_config("ingest:\n  read_timeout: 500ms\n  idle_timeout: 1s\n", &[]);
+    // A body that never arrives in full: 408 after the read timeout.
+    let answer = raw_exchange(
+        &e.socket,
+        b"POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"version\":",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("timeout"),
+        "{answer}"
+    );
+    // Headers that never end, and a connection that says nothing: both closed.
+    let mut partial = std::os::unix::net::UnixStream::connect(&e.socket).unwrap();
+    partial
+        .write_all(b"POST /api/v1/report HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut idle = std::os::unix::net::UnixStream::connect(&e.socket).unwrap();
+    for s in [&mut partial, &mut idle] {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = Vec::new();
+        // Closed by the exporter (EOF) well before our own 10 s timeout would fire.
+        let r = s.read_to_end(&mut buf);
+        assert!(r.is_ok(), "the exporter should close the connection: {r:?}");
+    }
+    assert_eq!(
+        sample_value(
+            &e.metrics(),
+            "gpumem_ingest_rejected_total",
+            &[("reason", "timeout")]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn thousands_of_idle_connections_do_not_hold_the_exporter() {
+    use std::io::Read;
+    // Room for 3000 sockets in this test process.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    let want: libc::rlim_t = 3000;
+    if lim.rlim_cur < want + 200 {
+        lim.rlim_cur = lim.rlim_max.min(want + 200);
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+    let n = want.min(lim.rlim_cur.saturating_sub(200)) as usize;
+    assert!(
+        n >= 1000,
+        "the test needs room for 1000 sockets, has {}",
+        lim.rlim_cur
+    );
+    let e = Exporter::start_with_config("ingest:\n  idle_timeout: 2s\n", &[]);
+    let conns: Vec<std::os::unix::net::UnixStream> = (0..n)
+        .map(|_| std::os::unix::net::UnixStream::connect(&e.socket).unwrap())
+        .collect();
+    // Scrapes go on while they are open.
+    assert!(e.metrics().contains("gpumem_used_bytes"));
+    // All but `max_connections_per_process` (8) were closed at once.
+    let mut closed = 0;
+    for mut c in conns {
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        if let Ok(0) = c.read(&mut buf) {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed, n,
+        "every connection ends: at once, or after the idle timeout"
+    );
+    let refused = sample_value(
+        &e.metrics(),
+        "gpumem_ingest_rejected_total",
+        &[("reason", "too_many_connections")],
+    )
+    .unwrap();
+    assert_eq!(refused, (n - 8) as f64);
+    // This process may connect again once its idle connections are gone.
+    let uuid = first_uuid(&e.metrics());
+    let (status, body) = post_unix(
+        &e.socket,
+        "/api/v1/report",
+        "application/json",
+        &report(&uuid, 0),
+    );
+    assert_eq!(status, 202, "{body}");
 }

@@ -8,7 +8,7 @@ use crate::config::{parse_listen_address, Config, SourceSpec};
 use crate::engine::{current, Engine};
 use crate::exporter::families::Counters;
 use crate::exporter::http::{self, WebState};
-use crate::ingest::server::{self as ingest, IngestState, Peer, SocketGuard};
+use crate::ingest::server::{self as ingest, IngestState, SocketGuard};
 use crate::model::{Observation, Time};
 use crate::snapshot::Snapshot;
 use crate::source::{self, Pace, Source, Stop};
@@ -70,6 +70,9 @@ impl Shared {
         if obs.reinitialised {
             self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);
         }
+        self.counters
+            .nvml_reader_restarts
+            .fetch_add(obs.reader_restarts.into(), Ordering::Relaxed);
         {
             let mut e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
             e.observe(&obs);
@@ -145,12 +148,12 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (web.listen_address): {e}"))?;
     let clock = source_clock(&cfg);
-    let ingest_state = IngestState {
-        engine: Arc::clone(&shared.engine),
-        counters: Arc::clone(&shared.counters),
-        clock: Arc::clone(&clock),
-        max_body_bytes: cfg.ingest.max_body_bytes,
-    };
+    let ingest_state = IngestState::new(
+        Arc::clone(&shared.engine),
+        Arc::clone(&shared.counters),
+        Arc::clone(&clock),
+        ingest::Limits::from_config(&cfg.ingest),
+    );
     let mut tasks = tokio::task::JoinSet::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let wait_stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -166,12 +169,9 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
             Ok(l) => {
                 _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
                 tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
-                let app = ingest::router(ingest_state.clone())
-                    .into_make_service_with_connect_info::<Peer>();
-                let rx = stop_rx.clone();
+                let (state, rx) = (ingest_state.clone(), stop_rx.clone());
                 tasks.spawn(async move {
-                    axum::serve(l, app)
-                        .with_graceful_shutdown(wait_stop(rx))
+                    ingest::serve(l, state, wait_stop(rx))
                         .await
                         .map_err(anyhow::Error::from)
                 });
@@ -189,11 +189,9 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
         tracing::warn!(address = %a, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
-        let app = ingest::router(ingest_state).into_make_service_with_connect_info::<Peer>();
         let rx = stop_rx.clone();
         tasks.spawn(async move {
-            axum::serve(l, app)
-                .with_graceful_shutdown(wait_stop(rx))
+            ingest::serve(l, ingest_state, wait_stop(rx))
                 .await
                 .map_err(anyhow::Error::from)
         });

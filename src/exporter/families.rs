@@ -88,7 +88,9 @@ pub struct Counters {
     pub samples: AtomicU64,
     sample_duration_bits: AtomicU64,
     pub nvml_reinit: AtomicU64,
+    pub nvml_reader_restarts: AtomicU64,
     pub ingest_reports: AtomicU64,
+    pub ingest_unlisted: AtomicU64,
     ingest_rejected: [AtomicU64; RejectReason::ALL.len()],
     pub tracked_processes: AtomicU64,
     sample_errors: Mutex<BTreeMap<(u32, ErrorKind), u64>>,
@@ -657,6 +659,15 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         sink,
     )?;
     one(
+        counter(
+            "gpumem_exporter_nvml_reader_restarts_total",
+            "Times the NVML reader panicked and went on with the next sample.",
+        ),
+        &[],
+        c.nvml_reader_restarts.load(Ordering::Relaxed) as f64,
+        sink,
+    )?;
+    one(
         gauge(
             "gpumem_exporter_tracked_processes",
             None,
@@ -670,6 +681,15 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         counter("gpumem_ingest_reports_total", "Allocator reports accepted."),
         &[],
         c.ingest_reports.load(Ordering::Relaxed) as f64,
+        sink,
+    )?;
+    one(
+        counter(
+            "gpumem_ingest_unlisted_total",
+            "Device entries and OOM events in accepted reports from a process NVML does not list on that GPU: kept as the process's own numbers, no effect on the GPU.",
+        ),
+        &[],
+        c.ingest_unlisted.load(Ordering::Relaxed) as f64,
         sink,
     )?;
     sink.family(

@@ -111,16 +111,28 @@ pub enum RejectReason {
     TooLarge,
     ContentType,
     TooManyProcesses,
+    /// The report names a GPU this host does not have.
+    UnknownGpu,
+    /// The process sent more reports per second than `ingest.max_reports_per_second`.
+    RateLimited,
+    /// A connection over `ingest.max_connections` (per process or in all), closed at once.
+    TooManyConnections,
+    /// The body did not arrive within `ingest.read_timeout`.
+    Timeout,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 10] = [
         RejectReason::Malformed,
         RejectReason::InvalidValue,
         RejectReason::UnsupportedVersion,
         RejectReason::TooLarge,
         RejectReason::ContentType,
         RejectReason::TooManyProcesses,
+        RejectReason::UnknownGpu,
+        RejectReason::RateLimited,
+        RejectReason::TooManyConnections,
+        RejectReason::Timeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -131,6 +143,10 @@ impl RejectReason {
             RejectReason::TooLarge => "too_large",
             RejectReason::ContentType => "content_type",
             RejectReason::TooManyProcesses => "too_many_processes",
+            RejectReason::UnknownGpu => "unknown_gpu",
+            RejectReason::RateLimited => "rate_limited",
+            RejectReason::TooManyConnections => "too_many_connections",
+            RejectReason::Timeout => "timeout",
         }
     }
 }
@@ -243,6 +259,7 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
     if let Some(job) = &r.identity.job {
         r.identity.job = Some(sanitize_label(job, 128));
     }
+    let mut seen_uuids: Vec<String> = Vec::with_capacity(r.devices.len());
     for (i, d) in r.devices.iter_mut().enumerate() {
         let p = |f: &str| format!("devices[{i}].{f}");
         let uuid = sanitize_label(d.uuid.trim(), 96);
@@ -250,6 +267,14 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
             return Err(invalid(format!("{}: must not be empty", p("uuid"))));
         }
         d.uuid = uuid;
+        if seen_uuids.contains(&d.uuid) {
+            return Err(invalid(format!(
+                "{}: {} appears twice in one report",
+                p("uuid"),
+                d.uuid
+            )));
+        }
+        seen_uuids.push(d.uuid.clone());
         if let Some(a) = &d.allocator {
             d.allocator = Some(sanitize_label(a, 32));
         }

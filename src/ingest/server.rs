@@ -1,18 +1,24 @@
 //! The ingest endpoint: HTTP/1.1 on a Unix socket (pid from SO_PEERCRED) and, optionally,
 //! on a loopback TCP address (pid from a header, see docs/ingest.md for what that trusts).
 
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::json;
+use tower::ServiceExt;
 
 use super::report::{self, RejectReason, Rejection};
+use crate::config::IngestConfig;
 use crate::engine::Engine;
 use crate::exporter::families::Counters;
 use crate::model::Time;
@@ -29,37 +35,191 @@ pub enum Peer {
     Tcp,
 }
 
-impl
-    axum::extract::connect_info::Connected<
-        axum::serve::IncomingStream<'_, tokio::net::UnixListener>,
-    > for Peer
+/// A connection's stream, and who is at its other end.
+pub trait PeerStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
 {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
-        let pid = stream
-            .io()
+    fn peer(&self) -> Peer;
+}
+
+impl PeerStream for tokio::net::UnixStream {
+    fn peer(&self) -> Peer {
+        let pid = self
             .peer_cred()
             .ok()
             .and_then(|c| c.pid())
-            .and_then(|p| u32::try_from(p).ok());
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0);
         Peer::Unix { pid }
     }
 }
 
-impl
-    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
-    for Peer
-{
-    fn connect_info(_: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+impl PeerStream for tokio::net::TcpStream {
+    fn peer(&self) -> Peer {
         Peer::Tcp
+    }
+}
+
+/// The limits one sender and all senders together live within (`ingest.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub reports_per_second: f64,
+    pub max_connections: usize,
+    pub max_connections_per_process: usize,
+    pub idle_timeout: Duration,
+    pub read_timeout: Duration,
+}
+
+impl Limits {
+    pub fn from_config(c: &IngestConfig) -> Self {
+        Limits {
+            max_body_bytes: c.max_body_bytes,
+            reports_per_second: f64::from(c.max_reports_per_second),
+            max_connections: c.max_connections,
+            max_connections_per_process: c.max_connections_per_process,
+            idle_timeout: c.idle_timeout,
+            read_timeout: c.read_timeout,
+        }
+    }
+}
+
+/// A token bucket per sending process: `rate` reports a second, bursts of twice that.
+struct Rates {
+    rate: f64,
+    buckets: HashMap<u32, (f64, Instant)>,
+}
+
+/// Buckets kept before full ones are forgotten (a full bucket is the same as none).
+const MAX_BUCKETS: usize = 4096;
+
+impl Rates {
+    fn burst(&self) -> f64 {
+        2.0 * self.rate
+    }
+
+    /// Take one report's token for `pid`, or say how long until there is one.
+    fn take(&mut self, pid: u32, now: Instant) -> Result<(), Duration> {
+        let (rate, burst) = (self.rate, self.burst());
+        let refill = |(tokens, at): (f64, Instant)| {
+            (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(burst)
+        };
+        if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&pid) {
+            self.buckets.retain(|_, b| refill(*b) < burst);
+        }
+        let b = self.buckets.entry(pid).or_insert((burst, now));
+        let tokens = refill(*b);
+        if tokens >= 1.0 {
+            *b = (tokens - 1.0, now);
+            Ok(())
+        } else {
+            *b = (tokens, now);
+            Err(Duration::from_secs_f64((1.0 - tokens) / rate))
+        }
+    }
+}
+
+/// Open connections, in all and per sending process.
+struct Admission {
+    limits: Limits,
+    open: Mutex<(usize, HashMap<u32, usize>)>,
+}
+
+/// Held while a connection is open.
+struct Ticket {
+    admission: Arc<Admission>,
+    pid: Option<u32>,
+}
+
+impl Admission {
+    fn admit(self: &Arc<Self>, pid: Option<u32>) -> Option<Ticket> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.0 >= self.limits.max_connections {
+            return None;
+        }
+        if let Some(pid) = pid {
+            let n = open.1.entry(pid).or_insert(0);
+            if *n >= self.limits.max_connections_per_process {
+                return None;
+            }
+            *n += 1;
+        }
+        open.0 += 1;
+        Some(Ticket {
+            admission: Arc::clone(self),
+            pid,
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut open = self
+            .admission
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        open.0 -= 1;
+        if let Some(pid) = self.pid {
+            if let Some(n) = open.1.get_mut(&pid) {
+                *n -= 1;
+                if *n == 0 {
+                    open.1.remove(&pid);
+                }
+            }
+        }
     }
 }
 
 #[derive(Clone)]
 pub struct IngestState {
-    pub engine: Arc<Mutex<Engine>>,
-    pub counters: Arc<Counters>,
-    pub clock: Arc<dyn Fn() -> Time + Send + Sync>,
-    pub max_body_bytes: usize,
+    engine: Arc<Mutex<Engine>>,
+    counters: Arc<Counters>,
+    clock: Arc<dyn Fn() -> Time + Send + Sync>,
+    limits: Limits,
+    rates: Arc<Mutex<Rates>>,
+    admission: Arc<Admission>,
+    /// Pids already warned about reporting on a GPU NVML does not list them on.
+    warned: Arc<Mutex<HashSet<u32>>>,
+}
+
+impl IngestState {
+    pub fn new(
+        engine: Arc<Mutex<Engine>>,
+        counters: Arc<Counters>,
+        clock: Arc<dyn Fn() -> Time + Send + Sync>,
+        limits: Limits,
+    ) -> Self {
+        IngestState {
+            engine,
+            counters,
+            clock,
+            limits,
+            rates: Arc::new(Mutex::new(Rates {
+                rate: limits.reports_per_second,
+                buckets: HashMap::new(),
+            })),
+            admission: Arc::new(Admission {
+                limits,
+                open: Mutex::new((0, HashMap::new())),
+            }),
+            warned: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    fn warn_unlisted(&self, pid: u32, gpus: &[String]) {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if warned.len() >= MAX_BUCKETS {
+            warned.clear();
+        }
+        if warned.insert(pid) {
+            tracing::warn!(
+                pid,
+                gpus = ?gpus,
+                "reports from a process NVML does not list on these GPUs count only as its own numbers (is the exporter in the host's pid namespace? see ingest.require_nvml_listing)"
+            );
+        }
+    }
 }
 
 fn reject(counters: &Counters, r: Rejection) -> Response {
@@ -69,7 +229,10 @@ fn reject(counters: &Counters, r: Rejection) -> Response {
         RejectReason::UnsupportedVersion => StatusCode::CONFLICT,
         RejectReason::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         RejectReason::ContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        RejectReason::TooManyProcesses => StatusCode::TOO_MANY_REQUESTS,
+        RejectReason::UnknownGpu => StatusCode::UNPROCESSABLE_ENTITY,
+        RejectReason::TooManyProcesses | RejectReason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        RejectReason::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
+        RejectReason::Timeout => StatusCode::REQUEST_TIMEOUT,
     };
     (
         status,
@@ -124,18 +287,50 @@ async fn handle_report(
             }
         },
     };
-    let bytes = match axum::body::to_bytes(body, st.max_body_bytes).await {
-        Ok(b) => b,
-        Err(_) => {
-            return reject(
-                &st.counters,
-                Rejection::new(
-                    RejectReason::TooLarge,
-                    format!("body over {} bytes", st.max_body_bytes),
+    let limited = st
+        .rates
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(pid, Instant::now());
+    if let Err(wait) = limited {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let mut r = reject(
+            &st.counters,
+            Rejection::new(
+                RejectReason::RateLimited,
+                format!(
+                    "pid {pid} sent more than {} reports a second (ingest.max_reports_per_second); retry in {secs} s",
+                    st.limits.reports_per_second
                 ),
-            )
-        }
-    };
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return r;
+    }
+    let max = st.limits.max_body_bytes;
+    let bytes =
+        match tokio::time::timeout(st.limits.read_timeout, axum::body::to_bytes(body, max)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(_)) => {
+                return reject(
+                    &st.counters,
+                    Rejection::new(RejectReason::TooLarge, format!("body over {max} bytes")),
+                )
+            }
+            Err(_) => {
+                return reject(
+                    &st.counters,
+                    Rejection::new(
+                        RejectReason::Timeout,
+                        format!(
+                            "the body did not arrive within {} (ingest.read_timeout)",
+                            humantime::format_duration(st.limits.read_timeout)
+                        ),
+                    ),
+                )
+            }
+        };
     let parsed = match report::parse(&bytes) {
         Ok(r) => r,
         Err(r) => return reject(&st.counters, r),
@@ -146,15 +341,17 @@ async fn handle_report(
         engine.report(pid, t, &parsed)
     };
     match applied {
-        Ok(()) => {
-            st.counters
-                .ingest_reports
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            (
-                StatusCode::ACCEPTED,
-                Json(json!({"accepted": true, "pid": pid})),
-            )
-                .into_response()
+        Ok(a) => {
+            st.counters.ingest_reports.fetch_add(1, Ordering::Relaxed);
+            let mut answer = json!({"accepted": true, "pid": pid});
+            if !a.unlisted.is_empty() {
+                st.counters
+                    .ingest_unlisted
+                    .fetch_add(a.unlisted_items, Ordering::Relaxed);
+                st.warn_unlisted(pid, &a.unlisted);
+                answer["unlisted"] = json!(a.unlisted);
+            }
+            (StatusCode::ACCEPTED, Json(answer)).into_response()
         }
         Err(r) => reject(&st.counters, r),
     }
@@ -166,6 +363,64 @@ pub fn router(state: IngestState) -> Router {
         // Our own limit gives a JSON answer and a counter; axum's would give neither.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
+}
+
+/// Serve the ingest endpoint on `listener` until `shutdown` completes. A connection over the
+/// limits (`ingest.max_connections`, per process and in all) is closed at once and counted; one
+/// that sends no complete request headers within `ingest.idle_timeout` (idle kept-alive ones
+/// too) is closed, so that neither many nor slow clients hold the exporter's resources.
+pub async fn serve<L>(
+    mut listener: L,
+    state: IngestState,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Io: PeerStream,
+{
+    let app = router(state.clone());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        // The listener waits out accept errors (out of file descriptors) by itself.
+        let (io, _) = tokio::select! {
+            c = listener.accept() => c,
+            _ = &mut shutdown => break,
+        };
+        let peer = io.peer();
+        let pid = match peer {
+            Peer::Unix { pid } => pid,
+            Peer::Tcp => None,
+        };
+        let Some(ticket) = state.admission.admit(pid) else {
+            state.counters.reject(RejectReason::TooManyConnections);
+            tracing::debug!(?peer, "ingest connection over the limit, closed");
+            continue;
+        };
+        let app = app
+            .clone()
+            .map_request(move |mut req: axum::extract::Request<_>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(state.limits.idle_timeout)
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(io),
+                hyper_util::service::TowerToHyperService::new(app),
+            );
+        let watched = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ticket = ticket;
+            if let Err(e) = watched.await {
+                tracing::debug!(error = %e, "ingest connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Bind the Unix socket with the configured mode, replacing a stale socket file.
@@ -199,5 +454,70 @@ pub struct SocketGuard(pub PathBuf);
 impl Drop for SocketGuard {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(per_process: usize, total: usize) -> Limits {
+        Limits {
+            max_body_bytes: 1 << 20,
+            reports_per_second: 5.0,
+            max_connections: total,
+            max_connections_per_process: per_process,
+            idle_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn one_process_over_its_rate_leaves_the_others_alone() {
+        let mut r = Rates {
+            rate: 5.0,
+            buckets: HashMap::new(),
+        };
+        let t0 = Instant::now();
+        let sent: Vec<bool> = (0..12).map(|_| r.take(1, t0).is_ok()).collect();
+        assert_eq!(sent.iter().filter(|ok| **ok).count(), 10, "a burst of 2 s");
+        let wait = r.take(1, t0).unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= Duration::from_millis(200));
+        assert!(r.take(2, t0).is_ok(), "another pid has its own bucket");
+        assert!(r.take(1, t0 + Duration::from_millis(200)).is_ok(), "refilled");
+    }
+
+    #[test]
+    fn the_rate_table_forgets_full_buckets_rather_than_grow() {
+        let mut r = Rates {
+            rate: 5.0,
+            buckets: HashMap::new(),
+        };
+        let t0 = Instant::now();
+        for pid in 0..MAX_BUCKETS as u32 {
+            r.take(pid, t0).unwrap();
+        }
+        // A second later every bucket is full again: they go when a new pid needs room.
+        r.take(u32::MAX, t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(r.buckets.len(), 1);
+    }
+
+    #[test]
+    fn connections_are_capped_per_process_and_in_all_and_given_back() {
+        let a = Arc::new(Admission {
+            limits: limits(2, 3),
+            open: Mutex::new((0, HashMap::new())),
+        });
+        let t1 = a.admit(Some(7)).unwrap();
+        let t2 = a.admit(Some(7)).unwrap();
+        assert!(a.admit(Some(7)).is_none(), "pid 7 holds its two");
+        let t3 = a.admit(Some(8)).unwrap();
+        assert!(a.admit(Some(9)).is_none(), "three in all");
+        assert!(a.admit(None).is_none(), "TCP counts in all too");
+        drop(t1);
+        let t4 = a.admit(Some(7)).unwrap();
+        drop((t2, t3, t4));
+        assert_eq!(a.open.lock().unwrap().0, 0);
+        assert!(a.open.lock().unwrap().1.is_empty(), "no pid left behind");
     }
 }

@@ -8,17 +8,30 @@
 //! A sick GPU can make a call hang. A watchdog then reports that GPU down, leaves the stuck
 //! thread to it, and starts a new reader that finishes the sample and carries on; nobody calls
 //! that GPU again until the stuck call has come back. The watchdog costs nothing while calls
-//! return in time: it sleeps on a timer that each sample pushes further out. When the backend
-//! fails as a whole (driver reload), it is initialised again.
+//! return in time: it sleeps on a timer that each sample pushes further out.
+//!
+//! When the backend fails as a whole (driver reload), it is initialised again, under the same
+//! deadline as every call: an initialisation that hangs is left to its thread like a stuck
+//! call, and until it comes back nobody initialises again and every sample reports the GPUs
+//! down for the driver without asking them. At start, an initialisation that hangs is an error
+//! rather than an exporter that never serves.
+//!
+//! A panic in the reader costs one reading or one observation, never the reader: a backend
+//! call that panics is that GPU down in that sample, a hand-off that panics loses that
+//! observation, and the reader goes on with the next sample. The next observation counts
+//! the restart.
 //!
 //! `Source::sample` asks the reader for one sample and waits for it (the command-line
 //! workflows, tests); `Source::run` lets the reader keep the exporter's rhythm itself.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::fmt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -47,6 +60,10 @@ struct Core<B: Backend> {
     state: Mutex<State>,
     /// Times the watchdog's timer fired (a healthy run needs none).
     watchdog_wakes: AtomicU64,
+    /// Panics the readers survived since start.
+    reader_restarts: AtomicU64,
+    /// How many of those observations have carried to whoever they were handed to.
+    restarts_handed_on: AtomicU64,
 }
 
 struct State {
@@ -56,16 +73,50 @@ struct State {
     identities: Vec<GpuIdentity>,
     /// Per GPU: since when a superseded reader has been stuck in a call to it.
     stuck: Vec<Option<Instant>>,
-    /// The call the current reader is in: which GPU, since when.
-    calling: Option<(usize, Instant)>,
+    /// Since when a superseded reader has been stuck initialising the backend.
+    init_stuck: Option<Instant>,
+    /// A stuck initialisation came back after all: the next sample initialises again to learn
+    /// the GPUs it found. (Its own reader cannot install them: the reader that took over may
+    /// be in a sample over the GPUs known before.)
+    reinit_wanted: bool,
+    /// The call the current reader is in, since when.
+    calling: Option<(Call, Instant)>,
     /// The sample in progress.
     round: Option<Round>,
+}
+
+/// A backend call the deadline applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    /// Reading the GPU of this index.
+    Gpu(usize),
+    /// Initialising the backend and listing the GPUs.
+    Init,
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Call::Gpu(i) => write!(f, "reading GPU {i}"),
+            Call::Init => f.write_str("initialising NVML"),
+        }
+    }
 }
 
 struct Round {
     t: Time,
     began: Instant,
     readings: Vec<Option<GpuReading>>,
+}
+
+/// Where a reader's work on a sample ended.
+enum Finished {
+    /// The sample, to hand on.
+    Done(Observation),
+    /// `me` was superseded: the reader that took over hands the sample on; this one stops.
+    Superseded,
+    /// No sample in progress (a reader resumed after the sample was handed on).
+    Nothing,
 }
 
 /// What the watchdog found.
@@ -89,6 +140,14 @@ fn down(id: &GpuIdentity, kind: ErrorKind) -> GpuReading {
         processes: vec![],
         errors: vec![kind],
     }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
 }
 
 impl<B: Backend> Core<B> {
@@ -126,17 +185,24 @@ impl<B: Backend> Core<B> {
         true
     }
 
-    /// Read the GPUs the sample in progress still lacks and complete it; None when `me` was
-    /// superseded meanwhile (the reader that took over completes it).
-    fn finish(&self, me: u64, comms: &mut Comms) -> Option<Observation> {
+    /// The time of the sample in progress.
+    fn round_time(&self) -> Option<Time> {
+        self.state().round.as_ref().map(|r| r.t)
+    }
+
+    /// Read the GPUs the sample in progress still lacks, initialise the backend again when it
+    /// failed as a whole, and complete the sample.
+    fn finish(&self, me: u64, comms: &mut Comms) -> Finished {
         loop {
             let (index, id) = {
                 let mut guard = self.state();
                 let st = &mut *guard;
                 if st.reader != me {
-                    return None;
+                    return Finished::Superseded;
                 }
-                let round = st.round.as_mut()?;
+                let Some(round) = st.round.as_mut() else {
+                    return Finished::Nothing;
+                };
                 let Some(i) = round.readings.iter().position(Option::is_none) else {
                     break;
                 };
@@ -144,7 +210,16 @@ impl<B: Backend> Core<B> {
                     round.readings[i] = Some(down(&st.identities[i], ErrorKind::Timeout));
                     continue;
                 }
-                st.calling = Some((i, Instant::now()));
+                if st.init_stuck.is_some() {
+                    // Not asked: the initialisation began because every GPU failed for the
+                    // driver (or after one that did), so asking would tell nothing new, and the
+                    // handles belong to the library state it is rebuilding, so every call
+                    // could hang behind it. Down for the driver rather than a timeout: no GPU
+                    // was asked; the driver is what does not answer.
+                    round.readings[i] = Some(down(&st.identities[i], ErrorKind::Driver));
+                    continue;
+                }
+                st.calling = Some((Call::Gpu(i), Instant::now()));
                 (i, st.identities[i].clone())
             };
             let reading = self.read(index, id, comms);
@@ -154,47 +229,80 @@ impl<B: Backend> Core<B> {
                 if let Some(s) = st.stuck.get_mut(index) {
                     *s = None;
                 }
-                return None;
+                return Finished::Superseded;
             }
             st.calling = None;
             if let Some(round) = st.round.as_mut() {
                 round.readings[index] = Some(reading);
             }
         }
-        let round = self.state().round.take()?;
-        let gpus: Vec<GpuReading> = round.readings.into_iter().flatten().collect();
-        comms.retain(|pid, _| {
-            gpus.iter()
-                .any(|g| g.processes.iter().any(|p| p.pid == *pid))
-        });
-        // Every GPU failing with a driver error means NVML itself is gone (driver reload).
-        let whole_failure = !gpus.is_empty()
-            && gpus
+        // The sample stays in progress while the backend is initialised: if that hangs, the
+        // reader that takes over hands it on.
+        let init = {
+            let mut st = self.state();
+            if st.reader != me {
+                return Finished::Superseded;
+            }
+            let Some(round) = st.round.as_ref() else {
+                return Finished::Nothing;
+            };
+            // Every GPU failing with a driver error means NVML itself is gone (driver reload);
+            // no GPU at all, that it may not have been ready.
+            let whole_failure = round
+                .readings
                 .iter()
+                .flatten()
                 .all(|g| g.memory.is_none() && g.errors.contains(&ErrorKind::Driver));
+            let due = (whole_failure || st.reinit_wanted) && st.init_stuck.is_none();
+            if due {
+                st.calling = Some((Call::Init, Instant::now()));
+                st.reinit_wanted = false;
+            }
+            due
+        };
+        let listed = init.then(|| self.guarded(Call::Init, || self.identities()));
+        let mut st = self.state();
+        if st.reader != me {
+            if init {
+                st.init_stuck = None;
+                st.reinit_wanted = matches!(listed, Some(Ok(_)));
+            }
+            return Finished::Superseded;
+        }
         let mut reinitialised = false;
-        if whole_failure || gpus.is_empty() {
-            if let Ok(ids) = self.identities() {
-                let mut st = self.state();
+        if init {
+            st.calling = None;
+            if let Some(Ok(ids)) = listed {
                 st.stuck.resize(ids.len(), None);
                 st.identities = ids;
                 reinitialised = true;
                 tracing::warn!(gpus = st.identities.len(), "NVML initialised again");
             }
         }
-        Some(Observation {
+        let Some(round) = st.round.take() else {
+            return Finished::Nothing;
+        };
+        drop(st);
+        let gpus: Vec<GpuReading> = round.readings.into_iter().flatten().collect();
+        comms.retain(|pid, _| {
+            gpus.iter()
+                .any(|g| g.processes.iter().any(|p| p.pid == *pid))
+        });
+        Finished::Done(Observation {
             t: round.t,
             gpus,
             reports: vec![],
             duration_seconds: round.began.elapsed().as_secs_f64(),
             reinitialised,
+            reader_restarts: self.restarts_to_hand_on(),
         })
     }
 
     fn read(&self, index: usize, id: GpuIdentity, comms: &mut Comms) -> GpuReading {
         let index32 = index as u32;
+        let call = Call::Gpu(index);
         let mut errors = Vec::new();
-        let memory = match self.backend.memory(index32) {
+        let memory = match self.guarded(call, || self.backend.memory(index32)) {
             Ok(m) => Some(m),
             Err(k) => {
                 errors.push(k);
@@ -203,7 +311,7 @@ impl<B: Backend> Core<B> {
         };
         let mut processes = Vec::new();
         if memory.is_some() {
-            match self.backend.processes(index32) {
+            match self.guarded(call, || self.backend.processes(index32)) {
                 Ok(list) => {
                     for (pid, used) in list {
                         processes.push(ProcessReading {
@@ -239,15 +347,102 @@ impl<B: Backend> Core<B> {
             .clone()
     }
 
+    /// A backend call whose panic is its failure (`Other`), so that it costs one reading and
+    /// the bookkeeping around the call (`calling`, `stuck`) stays right. Unwind safety: what a
+    /// panic can leave half-changed is the backend's own state, and NVML's is replaced whole by
+    /// the next initialisation. (This relies on panics unwinding: no `panic = "abort"` in a
+    /// profile.)
+    fn guarded<T>(
+        &self,
+        call: Call,
+        f: impl FnOnce() -> Result<T, ErrorKind>,
+    ) -> Result<T, ErrorKind> {
+        catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            self.restarted(&call.to_string(), &*panic);
+            Err(ErrorKind::Other)
+        })
+    }
+
+    fn restarted(&self, during: &str, panic: &(dyn Any + Send)) {
+        self.reader_restarts.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            during,
+            panic = panic_message(panic),
+            "the GPU reader panicked; it goes on with the next sample"
+        );
+    }
+
+    fn restarts_to_hand_on(&self) -> u32 {
+        let n = self
+            .reader_restarts
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.restarts_handed_on.load(Ordering::Relaxed));
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// After an observation reached its receiver: an observation lost on the way leaves its
+    /// restarts to the next one.
+    fn handed_on(&self, restarts: u32) {
+        self.restarts_handed_on
+            .fetch_add(u64::from(restarts), Ordering::Relaxed);
+    }
+
+    /// One sample's work; a panic outside the backend calls (which are guarded on their own)
+    /// costs the GPUs not read yet, not the reader.
+    fn attempt(&self, me: u64, t: Option<Time>, work: impl FnOnce() -> Finished) -> Finished {
+        catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| self.recover(me, t, &*panic))
+    }
+
+    /// After a panic in a sample's work: the sample in progress (or, with no sample in
+    /// progress, the one at `t`), with the GPUs it had not read down; unless `me` has been
+    /// superseded, whose successor carries on alone.
+    fn recover(&self, me: u64, t: Option<Time>, panic: &(dyn Any + Send)) -> Finished {
+        self.restarted("sampling", panic);
+        let mut guard = self.state();
+        let st = &mut *guard;
+        if st.reader != me {
+            return Finished::Superseded;
+        }
+        st.calling = None;
+        let (t, began, readings) = match st.round.take() {
+            Some(r) => (r.t, r.began, r.readings),
+            None => match t {
+                Some(t) => (t, Instant::now(), vec![None; st.identities.len()]),
+                None => return Finished::Nothing,
+            },
+        };
+        let gpus = readings
+            .into_iter()
+            .zip(&st.identities)
+            .map(|(r, id)| r.unwrap_or_else(|| down(id, ErrorKind::Other)))
+            .collect();
+        drop(guard);
+        Finished::Done(Observation {
+            t,
+            gpus,
+            duration_seconds: began.elapsed().as_secs_f64(),
+            reader_restarts: self.restarts_to_hand_on(),
+            ..Observation::default()
+        })
+    }
+
     /// The watchdog's look at the reader: when it has been in one call for the deadline, that
-    /// GPU is reported down in the sample in progress and stuck until the call comes back, and
-    /// a new reader must take over.
+    /// GPU (or every GPU, for an initialisation) is reported down until the call comes back,
+    /// and a new reader must take over.
     fn check(&self, now: Instant) -> Check {
         let mut st = self.state();
         match st.calling {
-            Some((i, since)) if now >= since + self.deadline => {
-                tracing::warn!(gpu = i, deadline = ?self.deadline, "an NVML call did not come back in time; the GPU is reported down until it does");
-                st.stuck[i] = Some(since);
+            Some((call, since)) if now >= since + self.deadline => {
+                match call {
+                    Call::Gpu(i) => {
+                        tracing::warn!(gpu = i, deadline = ?self.deadline, "an NVML call did not come back in time; the GPU is reported down until it does");
+                        st.stuck[i] = Some(since);
+                    }
+                    Call::Init => {
+                        tracing::warn!(deadline = ?self.deadline, "NVML initialisation did not come back in time; the GPUs are reported down until it does");
+                        st.init_stuck = Some(since);
+                    }
+                }
                 st.calling = None;
                 st.reader += 1;
                 Check::TakeOver(st.reader)
@@ -288,41 +483,110 @@ fn spawn_reader<B: Backend>(core: &Arc<Core<B>>, me: u64, asked: Asked, resume: 
 }
 
 impl<B: Backend> Core<B> {
-    /// A reader's loop. `resume`: first complete the sample a stuck reader left.
+    /// A reader's loop. `resume`: first complete the sample a stuck reader left, if any.
     fn reader(&self, me: u64, asked: Asked, resume: bool) {
         let mut comms = Comms::new();
-        let mut pending = resume;
+        let mut resuming = resume;
         match asked {
             Asked::Requests { requests, answers } => loop {
-                if !pending {
-                    let t = unpoisoned(requests.lock()).recv();
-                    if !t.is_ok_and(|t| self.begin(me, t)) {
-                        return;
+                let (t, begun) = if std::mem::take(&mut resuming) {
+                    match self.round_time() {
+                        Some(t) => (t, true),
+                        None => continue,
                     }
-                }
-                pending = false;
-                let Some(obs) = self.finish(me, &mut comms) else {
-                    return;
+                } else {
+                    let Ok(t) = unpoisoned(requests.lock()).recv() else {
+                        return;
+                    };
+                    (t, false)
                 };
-                if answers.send(obs).is_err() {
-                    return;
+                // Every request is answered, even after a panic: its sender waits for it.
+                let finished = self.attempt(me, Some(t), || {
+                    if !begun && !self.begin(me, t) {
+                        return Finished::Superseded;
+                    }
+                    self.finish(me, &mut comms)
+                });
+                match finished {
+                    Finished::Done(obs) => {
+                        let restarts = obs.reader_restarts;
+                        if answers.send(obs).is_err() {
+                            return;
+                        }
+                        self.handed_on(restarts);
+                    }
+                    Finished::Nothing => {}
+                    Finished::Superseded => return,
                 }
             },
             Asked::Rhythm(r) => loop {
-                if !pending {
+                let begun = std::mem::take(&mut resuming);
+                if !begun {
                     let next = unpoisoned(r.schedule.lock()).next();
-                    if r.stop.wait_until(next) || !self.begin(me, (r.clock)()) {
+                    if r.stop.wait_until(next) {
                         return;
                     }
                 }
-                pending = false;
-                let Some(obs) = self.finish(me, &mut comms) else {
-                    return;
-                };
-                (unpoisoned(r.deliver.lock()))(obs);
+                let finished = self.attempt(me, None, || {
+                    if !begun && !self.begin(me, (r.clock)()) {
+                        return Finished::Superseded;
+                    }
+                    self.finish(me, &mut comms)
+                });
+                match finished {
+                    Finished::Done(obs) => self.hand_on(&r, obs),
+                    Finished::Nothing => {}
+                    Finished::Superseded => return,
+                }
                 let next = unpoisoned(r.schedule.lock()).advance();
                 r.timer.arm_at(next + self.deadline);
             },
+        }
+    }
+
+    /// Hand an observation to the exporter; a panic there loses that observation, not the
+    /// reader. Unwind safety: what `deliver` changes is the exporter's, kept behind locks that
+    /// recover from poisoning, as `deliver`'s own lock does here.
+    fn hand_on(&self, r: &Rhythm, obs: Observation) {
+        let restarts = obs.reader_restarts;
+        match catch_unwind(AssertUnwindSafe(|| (unpoisoned(r.deliver.lock()))(obs))) {
+            Ok(()) => self.handed_on(restarts),
+            Err(panic) => self.restarted("handing a sample on", &*panic),
+        }
+    }
+}
+
+/// How long the first initialisation and listing may take: without persistence mode the
+/// driver sets every GPU up on first use, which takes seconds on a large node, far beyond a
+/// call's deadline. Only a hang should stop the start.
+pub fn start_limit(deadline: Duration) -> Duration {
+    deadline.max(Duration::from_secs(30))
+}
+
+/// The GPUs at start, listed on a thread of its own within `start_limit`. A backend that hangs
+/// there is an error, not an exporter that never serves: the process exits and whoever runs
+/// it (systemd, Kubernetes) starts it again. The stuck thread cannot be cancelled; it goes
+/// with the process.
+fn list_at_start<B: Backend>(
+    core: &Arc<Core<B>>,
+    within: Duration,
+) -> anyhow::Result<Vec<GpuIdentity>> {
+    let (tx, rx) = mpsc::channel();
+    let c = Arc::clone(core);
+    std::thread::Builder::new()
+        .name("gpu-init".into())
+        .spawn(move || {
+            let _ = tx.send(c.identities());
+        })?;
+    match rx.recv_timeout(within) {
+        Ok(Ok(ids)) => Ok(ids),
+        Ok(Err(k)) => Err(anyhow::anyhow!("NVML failed to list GPUs ({})", k.as_str())),
+        Err(RecvTimeoutError::Timeout) => Err(anyhow::anyhow!(
+            "NVML did not list the GPUs within {} (the longer of nvml.deadline and 30 s): the driver does not answer",
+            humantime::format_duration(within)
+        )),
+        Err(RecvTimeoutError::Disconnected) => {
+            Err(anyhow::anyhow!("NVML panicked listing the GPUs"))
         }
     }
 }
@@ -337,7 +601,12 @@ pub struct DeviceSource<B: Backend> {
 
 impl<B: Backend> DeviceSource<B> {
     pub fn new(backend: B, cfg: &NvmlConfig) -> anyhow::Result<Self> {
-        let core = Core {
+        Self::start(backend, cfg, start_limit(cfg.deadline))
+    }
+
+    /// `new`, waiting `first_listing` for the GPUs at start.
+    fn start(backend: B, cfg: &NvmlConfig, first_listing: Duration) -> anyhow::Result<Self> {
+        let core = Arc::new(Core {
             backend,
             deadline: cfg.deadline,
             read_comm: cfg.read_comm,
@@ -346,14 +615,16 @@ impl<B: Backend> DeviceSource<B> {
                 reader: 0,
                 identities: Vec::new(),
                 stuck: Vec::new(),
+                init_stuck: None,
+                reinit_wanted: false,
                 calling: None,
                 round: None,
             }),
             watchdog_wakes: AtomicU64::new(0),
-        };
-        let ids = core
-            .identities()
-            .map_err(|k| anyhow::anyhow!("NVML failed to list GPUs ({})", k.as_str()))?;
+            reader_restarts: AtomicU64::new(0),
+            restarts_handed_on: AtomicU64::new(0),
+        });
+        let ids = list_at_start(&core, first_listing)?;
         {
             let mut st = core.state();
             st.stuck = vec![None; ids.len()];
@@ -362,7 +633,7 @@ impl<B: Backend> DeviceSource<B> {
         let (request, requests) = mpsc::channel();
         let (answers_tx, answers) = mpsc::channel();
         let s = DeviceSource {
-            core: Arc::new(core),
+            core,
             request,
             requests: Arc::new(Mutex::new(requests)),
             answers_tx,
@@ -519,7 +790,7 @@ impl Timer {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicU32};
     use std::sync::Mutex;
 
     /// A backend whose GPUs can be made to fail, hang, vanish and come back.
@@ -532,15 +803,30 @@ pub mod tests {
         pub inits: Mutex<u32>,
         /// Every memory call takes this long.
         pub slow: Mutex<Duration>,
+        /// Each entry makes one memory call to that GPU panic.
+        pub panic_on_memory: Mutex<Vec<u32>>,
+        /// While set, init does not return.
+        pub hang_init: AtomicBool,
+        /// Calls to init in progress, and the most there ever were at once.
+        pub in_init: AtomicU32,
+        pub most_in_init: AtomicU32,
     }
 
     impl Backend for Arc<Scripted> {
         fn init(&self) -> Result<u32, ErrorKind> {
+            let now = self.in_init.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_in_init.fetch_max(now, Ordering::SeqCst);
             *self.inits.lock().unwrap() += 1;
-            if self.driver_gone.load(Ordering::SeqCst) {
-                return Err(ErrorKind::Driver);
+            while self.hang_init.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
             }
-            Ok(*self.count.lock().unwrap())
+            let r = if self.driver_gone.load(Ordering::SeqCst) {
+                Err(ErrorKind::Driver)
+            } else {
+                Ok(*self.count.lock().unwrap())
+            };
+            self.in_init.fetch_sub(1, Ordering::SeqCst);
+            r
         }
         fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind> {
             Ok(GpuIdentity {
@@ -551,6 +837,19 @@ pub mod tests {
             })
         }
         fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
+            let panics = {
+                // Not panicking while holding the lock: that would poison it for the test.
+                let mut p = self.panic_on_memory.lock().unwrap();
+                p.iter()
+                    .position(|&i| i == index)
+                    .map(|k| p.remove(k))
+                    .is_some()
+            };
+            if panics {
+                // A panic without the hook's report: a backtrace, where enabled, can take a
+                // loaded machine longer than a short deadline to write.
+                std::panic::resume_unwind(Box::new(format!("scripted panic reading GPU {index}")));
+            }
             if self.hang.lock().unwrap().contains(&index) {
                 std::thread::sleep(Duration::from_millis(300));
             }
@@ -587,8 +886,11 @@ pub mod tests {
         }
     }
 
+    /// Generous at start, where `new` allows one deadline: these tests are about the calls
+    /// after it, and a loaded machine can take a short deadline to start a thread.
     fn source(s: &Arc<Scripted>, deadline_ms: u64) -> DeviceSource<Arc<Scripted>> {
-        DeviceSource::new(Arc::clone(s), &nvml_config(deadline_ms)).unwrap()
+        let cfg = nvml_config(deadline_ms);
+        DeviceSource::start(Arc::clone(s), &cfg, Duration::from_secs(10)).unwrap()
     }
 
     #[test]
@@ -731,5 +1033,202 @@ pub mod tests {
         assert!(back, "the GPU is read again once its call comes back");
         stop.set();
         h.join().unwrap();
+    }
+
+    fn all_down_for_the_driver(o: &Observation) -> bool {
+        !o.gpus.is_empty()
+            && o.gpus
+                .iter()
+                .all(|g| !g.is_up() && g.errors == vec![ErrorKind::Driver])
+    }
+
+    fn inits(s: &Scripted) -> u32 {
+        *s.inits.lock().unwrap()
+    }
+
+    #[test]
+    fn a_panicking_call_is_that_gpu_down_and_the_reader_goes_on() {
+        let s = scripted(3);
+        let mut src = source(&s, 200);
+        s.panic_on_memory.lock().unwrap().push(1);
+        let o = src.sample(1.0);
+        assert!(o.gpus[0].is_up() && o.gpus[2].is_up());
+        assert_eq!(o.gpus[1].errors, vec![ErrorKind::Other]);
+        assert_eq!(o.reader_restarts, 1);
+        assert!(
+            src.core.state().calling.is_none(),
+            "no call left in progress for the watchdog to find stuck"
+        );
+        for t in 2..6 {
+            let o = src.sample(t as f64);
+            assert!(o.gpus.iter().all(|g| g.is_up()), "sample {t}");
+            assert_eq!(o.reader_restarts, 0);
+        }
+        assert_eq!(src.core.reader_restarts.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_paced_run_survives_a_panicking_call() {
+        let s = scripted(3);
+        let src = source(&s, 200);
+        let core = Arc::clone(&src.core);
+        let (stop, rx, h) = run_paced(src, Duration::from_millis(20));
+        let next = || rx.recv_timeout(Duration::from_secs(5)).expect("a sample");
+        assert!(next().gpus.iter().all(|g| g.is_up()));
+        s.panic_on_memory.lock().unwrap().push(1);
+        let mut hit = None;
+        for _ in 0..20 {
+            let o = next();
+            if !o.gpus[1].is_up() {
+                hit = Some(o);
+                break;
+            }
+            assert_eq!(o.reader_restarts, 0);
+        }
+        let o = hit.expect("the panicking GPU is reported down");
+        assert_eq!(o.gpus[1].errors, vec![ErrorKind::Other]);
+        assert!(o.gpus[0].is_up() && o.gpus[2].is_up());
+        assert_eq!(o.reader_restarts, 1);
+        for k in 0..20 {
+            let o = next();
+            assert!(o.gpus.iter().all(|g| g.is_up()), "sample {k} after");
+            assert_eq!(o.reader_restarts, 0);
+        }
+        assert_eq!(core.reader_restarts.load(Ordering::Relaxed), 1);
+        stop.set();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_paced_run_survives_a_panicking_hand_off() {
+        let s = scripted(2);
+        let src = source(&s, 200);
+        let core = Arc::clone(&src.core);
+        let stop = Arc::new(Stop::default());
+        let (tx, rx) = mpsc::channel();
+        let mut handed = 0;
+        let pace = Pace {
+            interval: Duration::from_millis(20),
+            clock: Arc::new(|| 0.0),
+            deliver: Box::new(move |o: Observation| {
+                handed += 1;
+                if handed == 3 {
+                    std::panic::resume_unwind(Box::new("scripted panic handing a sample on"));
+                }
+                let _ = tx.send(o);
+            }),
+            stop: Arc::clone(&stop),
+        };
+        let h = std::thread::spawn(move || Box::new(src).run(pace));
+        let mut restarts = 0;
+        for k in 0..20 {
+            let o = rx
+                .recv_timeout(Duration::from_secs(5))
+                .unwrap_or_else(|_| panic!("sample {k} is handed on"));
+            assert!(o.gpus.iter().all(|g| g.is_up()));
+            restarts += o.reader_restarts;
+        }
+        assert_eq!(restarts, 1, "the next observation counts the restart");
+        assert_eq!(core.reader_restarts.load(Ordering::Relaxed), 1);
+        stop.set();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_hanging_init_is_left_behind_and_the_gpus_come_back() {
+        let s = scripted(2);
+        let mut src = source(&s, 200);
+        s.hang_init.store(true, Ordering::SeqCst);
+        s.driver_gone.store(true, Ordering::SeqCst);
+        let before = inits(&s);
+        // The reload shows in this sample; its initialisation hangs and is left behind.
+        let o = src.sample(1.0);
+        assert!(all_down_for_the_driver(&o), "{o:?}");
+        assert!(!o.reinitialised);
+        for t in 2..6 {
+            assert!(all_down_for_the_driver(&src.sample(t as f64)), "sample {t}");
+        }
+        assert_eq!(
+            inits(&s),
+            before + 1,
+            "nobody initialises while an initialisation is stuck"
+        );
+        s.driver_gone.store(false, Ordering::SeqCst);
+        s.hang_init.store(false, Ordering::SeqCst);
+        let mut back = false;
+        for t in 6..100 {
+            if src.sample(t as f64).gpus.iter().all(|g| g.is_up()) {
+                back = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(back, "the GPUs come back once the driver does");
+        assert_eq!(s.most_in_init.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_paced_run_rides_out_a_hanging_init() {
+        let s = scripted(2);
+        let src = source(&s, 200);
+        let core = Arc::clone(&src.core);
+        let (stop, rx, h) = run_paced(src, Duration::from_millis(20));
+        let next = || rx.recv_timeout(Duration::from_secs(5)).expect("a sample");
+        assert!(next().gpus.iter().all(|g| g.is_up()));
+        s.hang_init.store(true, Ordering::SeqCst);
+        s.driver_gone.store(true, Ordering::SeqCst);
+        // The first sample that sees the reload is handed on once the watchdog gives its
+        // initialisation up; the samples after it keep coming, all down.
+        let mut first = None;
+        for _ in 0..50 {
+            let o = next();
+            if all_down_for_the_driver(&o) {
+                first = Some(inits(&s));
+                break;
+            }
+        }
+        let stuck_inits = first.expect("the GPUs are reported down");
+        for k in 0..10 {
+            assert!(all_down_for_the_driver(&next()), "sample {k} while stuck");
+        }
+        assert_eq!(inits(&s), stuck_inits, "nobody initialises meanwhile");
+        assert!(core.watchdog_wakes.load(Ordering::Relaxed) >= 1);
+        s.driver_gone.store(false, Ordering::SeqCst);
+        s.hang_init.store(false, Ordering::SeqCst);
+        let mut back = false;
+        for _ in 0..200 {
+            if next().gpus.iter().all(|g| g.is_up()) {
+                back = true;
+                break;
+            }
+        }
+        assert!(back, "the GPUs come back once the driver does");
+        assert_eq!(s.most_in_init.load(Ordering::SeqCst), 1);
+        stop.set();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_hanging_init_at_start_is_an_error() {
+        let s = scripted(2);
+        s.hang_init.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        // `new` waits `start_limit` (30 s at least); the same path with a short limit.
+        assert_eq!(
+            start_limit(Duration::from_millis(100)),
+            Duration::from_secs(30)
+        );
+        let r = DeviceSource::start(
+            Arc::clone(&s),
+            &nvml_config(100),
+            Duration::from_millis(300),
+        );
+        let took = started.elapsed();
+        s.hang_init.store(false, Ordering::SeqCst);
+        let Err(e) = r else {
+            panic!("a source from an initialisation that never came back");
+        };
+        assert!(e.to_string().contains("nvml.deadline"), "{e}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
     }
 }

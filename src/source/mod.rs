@@ -48,7 +48,7 @@ pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
                 .with_report_interval(cfg.replay.report_interval.as_secs_f64()),
         ),
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
-            nvml::NvmlBackend::open()?,
+            nvml::NvmlBackend::open(device::start_limit(cfg.nvml.deadline))?,
             &cfg.nvml,
         )?),
     })

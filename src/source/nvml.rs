@@ -1,6 +1,8 @@
 //! The NVML backend: `libnvidia-ml.so.1`, loaded at run time by nvml-wrapper.
 
-use std::sync::RwLock;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
@@ -17,8 +19,12 @@ pub struct NvmlBackend {
     // Device handles borrow the library; each (re)initialisation leaks one small `Nvml` so the
     // handles can live in worker threads for the life of the process. Re-initialisation happens
     // only after a driver reload.
-    state: RwLock<Option<(&'static Nvml, Vec<Device<'static>>)>>,
+    state: RwLock<Option<Installed>>,
 }
+
+/// Calls take a copy of these and run without the lock: a call that hangs holding it would
+/// make the next initialisation wait for the write lock, and every later call behind that.
+type Installed = (&'static Nvml, Arc<[Device<'static>]>);
 
 fn kind(e: &NvmlError) -> ErrorKind {
     match e {
@@ -37,8 +43,32 @@ fn kind(e: &NvmlError) -> ErrorKind {
 }
 
 impl NvmlBackend {
-    /// Load NVML once, so that a machine without it gets one clear error at start.
-    pub fn open() -> anyhow::Result<Self> {
+    /// Load NVML once, so that a machine without it gets one clear error at start, and one
+    /// whose driver hangs gets one within `deadline`: the process exits and whoever runs it
+    /// (systemd, Kubernetes) starts it again. The stuck thread cannot be cancelled; it goes
+    /// with the process.
+    pub fn open(deadline: Duration) -> anyhow::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("nvml-init".into())
+            .spawn(move || {
+                // Sent too late, the backend is dropped unread: its `Nvml` is leaked, so that
+                // runs no nvmlShutdown either.
+                let _ = tx.send(Self::load());
+            })?;
+        match rx.recv_timeout(deadline) {
+            Ok(loaded) => loaded,
+            Err(RecvTimeoutError::Timeout) => Err(anyhow::anyhow!(
+                "NVML did not initialise within {} (the longer of nvml.deadline and 30 s): the driver does not answer",
+                humantime::format_duration(deadline)
+            )),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(anyhow::anyhow!("NVML panicked while initialising"))
+            }
+        }
+    }
+
+    fn load() -> anyhow::Result<Self> {
         let nvml = Nvml::init().map_err(|e| {
             anyhow::anyhow!("NVML is not available on this machine ({e}); {NO_NVML_HINT}")
         })?;
@@ -55,14 +85,22 @@ impl NvmlBackend {
     }
 
     fn install(&self, nvml: Nvml) -> Result<u32, ErrorKind> {
+        // Leaked at once and never shut down, on re-initialisation neither (no `Nvml` is ever
+        // dropped, so no nvmlShutdown runs): readers stuck in calls may still use an earlier
+        // initialisation's handles, which a shutdown would pull from under them, and after a
+        // driver reload nvmlShutdown can hang like any call.
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
         let count = nvml.device_count().map_err(|e| kind(&e))?;
         let devices = (0..count)
             .map(|i| nvml.device_by_index(i))
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<Arc<[_]>, _>>()
             .map_err(|e| kind(&e))?;
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some((nvml, devices));
         Ok(count)
+    }
+
+    fn installed(&self) -> Option<Installed> {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn with<T>(
@@ -70,8 +108,7 @@ impl NvmlBackend {
         index: u32,
         f: impl FnOnce(&Device<'static>) -> Result<T, NvmlError>,
     ) -> Result<T, ErrorKind> {
-        let guard = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let (_, devices) = guard.as_ref().ok_or(ErrorKind::Driver)?;
+        let (_, devices) = self.installed().ok_or(ErrorKind::Driver)?;
         let d = devices.get(index as usize).ok_or(ErrorKind::GpuLost)?;
         f(d).map_err(|e| kind(&e))
     }
@@ -79,12 +116,7 @@ impl NvmlBackend {
 
 impl Backend for NvmlBackend {
     fn init(&self) -> Result<u32, ErrorKind> {
-        if let Some((nvml, devices)) = self
-            .state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        if let Some((nvml, devices)) = self.installed() {
             // First call after `open`: reuse what open() installed.
             if let Ok(n) = nvml.device_count() {
                 if n as usize == devices.len() && devices.iter().all(|d| d.memory_info().is_ok()) {

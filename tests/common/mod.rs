@@ -41,10 +41,21 @@ pub struct Exporter {
 
 impl Exporter {
     pub fn start(extra: &[&str]) -> Exporter {
+        Self::start_with_config("", extra)
+    }
+
+    /// Started with `config_yaml` as its configuration file (none when empty).
+    pub fn start_with_config(config_yaml: &str, extra: &[&str]) -> Exporter {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("ingest.sock");
         let port = free_port();
-        let child = Command::new(BIN)
+        let mut cmd = Command::new(BIN);
+        if !config_yaml.is_empty() {
+            let cfg = dir.path().join("config.yml");
+            std::fs::write(&cfg, config_yaml).unwrap();
+            cmd.arg("--config").arg(cfg);
+        }
+        let child = cmd
             .args(["--source", "sim", "--sample-interval", "100ms"])
             .arg("--web.listen-address")
             .arg(format!("127.0.0.1:{port}"))

@@ -806,8 +806,16 @@ def test_example_training_pod(defaults: list[dict[str, Any]], kube_version: str)
     mount = next(m for m in trainer["volumeMounts"] if m["name"] == volume["name"])
     assert socket == f"{mount['mountPath']}/ingest.sock"
     script = " ".join(trainer.get("command", []) + trainer.get("args", []))
-    assert "pip install --quiet gpumem-client" in script
+    # The client comes with the image, built from this repository: nothing is installed at
+    # start, and never by name from a public index (the name is not ours there).
+    assert "pip" not in script
     assert "import gpumem_client" in script and "gpumem_client.start()" in script
+    assert mount.get("readOnly") is True, "the socket directory is mounted read-only"
+    image_file = (REPO / "helm/gpumem-exporter/examples/training-image.Dockerfile").read_text()
+    assert "--no-index" in image_file and "/usr/share/gpumem/python/" in image_file
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"pip wheel --no-deps .*\./clients/python", dockerfile)
+    assert "/usr/share/gpumem/python/" in dockerfile.rsplit("FROM ", 1)[1]
 
 
 # --- the image -----------------------------------------------------------------------------

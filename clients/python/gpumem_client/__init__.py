@@ -21,13 +21,14 @@ from typing import Any, Optional
 from ._collect import largest_free_blocks
 from ._model import classify, model_components
 from ._transport import DEFAULT_SOCKET, REPORT_PATH, UnixHTTPConnection
-from .client import Client, identity_from_env, resolve_endpoint
+from .client import DEFAULT_TIMEOUT, Client, identity_from_env, resolve_endpoint
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "DEFAULT_SOCKET",
+    "DEFAULT_TIMEOUT",
     "REPORT_PATH",
     "UnixHTTPConnection",
     "classify",
@@ -59,11 +60,12 @@ def start(
     snapshot_every: int = 10,
     *,
     url: Optional[str] = None,
-    timeout: float = 0.5,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Optional[Client]:
     """Start reporting from a daemon thread every ``interval`` seconds; the largest free
-    block is read every ``snapshot_every`` reports (0: never). Calling it again while it runs
-    returns the running client. Returns the Client."""
+    block is read every ``snapshot_every`` reports (0: never). One report (connect, send,
+    answer) takes at most ``timeout`` seconds. Calling it again while it runs returns the
+    running client. Returns the Client."""
     global _client, _atexit_registered
     try:
         with _lock:

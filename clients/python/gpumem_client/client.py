@@ -2,6 +2,7 @@
 
 import collections
 import contextlib
+import email.utils
 import itertools
 import json
 import logging
@@ -12,7 +13,7 @@ import weakref
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _collect, _model
-from ._transport import DEFAULT_SOCKET, Transport
+from ._transport import DEFAULT_SOCKET, Answer, Transport
 
 log = logging.getLogger("gpumem_client")
 
@@ -29,6 +30,14 @@ EVENTS_WAKE_AT = 192
 SNAPSHOT_MAX_PERIOD_S = 30.0
 # Answers after which the client also waits before trying again.
 _BACKOFF_STATUSES = (409, 429)
+# One request (connect, send, the whole answer) never takes longer than this by default: the
+# reporting thread shares the interpreter with training, and mark() without a thread runs in
+# the training loop itself.
+DEFAULT_TIMEOUT = 0.1
+# The longest Retry-After honoured, so that a wrong header cannot silence a job for good.
+RETRY_AFTER_MAX = 600.0
+# Distinct GPU sets warned about as unknown to the exporter, at most (the rest: debug).
+_UNKNOWN_GPU_WARNINGS = 16
 
 _clients = weakref.WeakSet()  # type: weakref.WeakSet
 
@@ -122,18 +131,20 @@ class _Phase(contextlib.ContextDecorator):
 class Client:
     """Sends allocator reports to the gpumem exporter on this node.
 
-    No method raises and none blocks its caller longer than ``timeout`` seconds. ``stats``
-    counts what happened: ``sent`` requests, of which ``accepted`` (202), ``rejected`` (any
-    other answer) and ``failed`` (no answer); ``dropped`` reports not attempted because the
-    client was backing off; ``events_dropped`` events thrown away (queue full, or the report
-    that carried them was rejected).
+    No method raises and none blocks its caller longer than ``timeout`` seconds (one
+    deadline for connecting, sending and the whole answer). ``stats`` counts what happened:
+    ``sent`` requests, of which ``accepted`` (202), ``rejected`` (any other answer) and
+    ``failed`` (no complete answer within the deadline, or none at all); ``dropped`` reports
+    not attempted because the client was backing off or honouring a ``Retry-After``;
+    ``events_dropped`` events thrown away (queue full, or the report that carried them was
+    rejected).
     """
 
     def __init__(
         self,
         socket: Optional[str] = None,
         url: Optional[str] = None,
-        timeout: float = 0.5,
+        timeout: float = DEFAULT_TIMEOUT,
         *,
         job: Optional[str] = None,
         rank: Optional[int] = None,
@@ -150,12 +161,14 @@ class Client:
             "dropped": 0,
             "events_dropped": 0,
         }  # type: Dict[str, int]
-        self.timeout = float(timeout) if timeout and timeout > 0 else 0.5
+        self.timeout = float(timeout) if timeout and timeout > 0 else DEFAULT_TIMEOUT
         self.backoff_initial = float(backoff_initial)
         self.backoff_max = float(backoff_max)
         self.backoff = 0.0  # the current retry delay; 0 while the exporter answers
         self.last_error = None  # type: Optional[str]
         self.last_pid = None  # type: Optional[int]  # pid the exporter filed the last report under
+        # GPUs of the last accepted report on which the exporter does not (yet) see this process
+        self.last_unlisted = []  # type: List[str]
         self.interval = None  # type: Optional[float]
         self.snapshot_every = 0
         self.socket_path, self.url = resolve_endpoint(socket, url)
@@ -445,15 +458,21 @@ class Client:
             self.stats["dropped"] += 1
             self._count_lost_events(events)
             return False
+        # One deadline covers waiting for another thread's request and this one's.
         deadline = time.monotonic() + self.timeout
         if not self._io_lock.acquire(timeout=self.timeout):
             self.stats["dropped"] += 1
             self._requeue(events)
             return False
         try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stats["dropped"] += 1
+                self._requeue(events)
+                return False
             self.stats["sent"] += 1
             try:
-                status, data = transport.post(payload, max(0.001, deadline - time.monotonic()))
+                answer = transport.post(payload, left)
             except Exception as e:
                 self.stats["failed"] += 1
                 self._on_failure(e)
@@ -461,7 +480,7 @@ class Client:
                 return False
         finally:
             self._io_lock.release()
-        return self._on_answer(status, data, events)
+        return self._on_answer(answer, body, events)
 
     def _on_failure(self, error: BaseException) -> None:
         self.last_error = "%s: %s" % (type(error).__name__, error)
@@ -481,31 +500,63 @@ class Client:
                 self.backoff_max,
             )
 
-    def _on_answer(self, status: int, data: bytes, events: List[Dict[str, Any]]) -> bool:
+    def _on_answer(
+        self, answer: Answer, body: Mapping[str, Any], events: List[Dict[str, Any]]
+    ) -> bool:
+        status, data = answer.status, answer.body
         if self._reported_unreachable:
             self._reported_unreachable = False
             log.info("gpumem: reporting to %s", self.endpoint())
+        try:
+            parsed = json.loads(data.decode("utf-8"))
+        except Exception:
+            parsed = None
+        if not isinstance(parsed, dict):
+            parsed = None
         if status == 202:
             self.stats["accepted"] += 1
             self.backoff = 0.0
             self._next_attempt = 0.0
-            try:
-                pid = json.loads(data.decode("utf-8")).get("pid")
-                if isinstance(pid, int):
+            if parsed is not None:
+                pid = parsed.get("pid")
+                if isinstance(pid, int) and not isinstance(pid, bool):
                     self.last_pid = pid
-            except Exception:
-                pass
+                self._note_unlisted(parsed.get("unlisted"))
             return True
         self.stats["rejected"] += 1
-        self._count_lost_events(events)
         reason, error = "http_%d" % status, ""
-        try:
-            answer = json.loads(data.decode("utf-8"))
-            reason = str(answer.get("reason") or reason)
-            error = str(answer.get("error") or "")
-        except Exception:
-            error = data[:200].decode("utf-8", "replace")
+        if parsed is not None:
+            reason = _clean(parsed.get("reason") or reason, NAME_MAX)
+            error = _clean(parsed.get("error") or "", MESSAGE_MAX)
+        else:
+            error = _clean(data[:200].decode("utf-8", "replace"), 200)
         self.last_error = "%d %s: %s" % (status, reason, error)
+        if status == 429:
+            # The exporter did not look at the report, only at who sent it: its events are
+            # as good as before and go with the next report that gets through.
+            self._requeue(events)
+        else:
+            self._count_lost_events(events)
+        if status == 422 and reason == "unknown_gpu":
+            self._on_unknown_gpu(body, error)
+            self.backoff = 0.0
+            self._next_attempt = 0.0
+            return False
+        retry_after = _retry_after(answer.headers) if status in (429, 503) else None
+        if retry_after is not None:
+            # The exporter said when: nothing is sent before then, however short the back-off.
+            self.backoff = retry_after
+            self._next_attempt = time.monotonic() + retry_after
+            self._warn_once(
+                "reject:" + reason,
+                "gpumem: the exporter rejected a report (%d, %s): %s; "
+                "sending nothing for %gs (Retry-After)",
+                status,
+                reason,
+                error,
+                retry_after,
+            )
+            return False
         if status in _BACKOFF_STATUSES or status >= 500:
             self.backoff = min(
                 self.backoff_max, self.backoff * 2 if self.backoff else self.backoff_initial
@@ -522,6 +573,43 @@ class Client:
             error,
         )
         return False
+
+    def _on_unknown_gpu(self, body: Mapping[str, Any], error: str) -> None:
+        # The GPUs the report named: its devices and the devices of its OOM events.
+        uuids = set()
+        devices = body.get("devices") if isinstance(body, Mapping) else None
+        for device in devices if isinstance(devices, list) else []:
+            if isinstance(device, Mapping) and isinstance(device.get("uuid"), str):
+                uuids.add(_clean(device["uuid"], 96))
+        events = body.get("events") if isinstance(body, Mapping) else None
+        for event in events if isinstance(events, list) else []:
+            if isinstance(event, Mapping) and event.get("kind") == "oom" and event.get("name"):
+                uuids.add(_clean(event["name"], 96))
+        named = ", ".join(sorted(uuids)) or "(none named)"
+        key = "unknown_gpu:" + named
+        warned = sum(1 for k in self._warned if k.startswith("unknown_gpu:"))
+        if key in self._warned or warned >= _UNKNOWN_GPU_WARNINGS:
+            log.debug("gpumem: the exporter does not know GPU %s: %s", named, error)
+            return
+        self._warned.add(key)
+        log.warning(
+            "gpumem: the exporter's node has no GPU %s (422 unknown_gpu: %s); reports naming "
+            "it are not stored (is the socket the exporter's on this node?)",
+            named,
+            error,
+        )
+
+    def _note_unlisted(self, unlisted: Any) -> None:
+        if not isinstance(unlisted, list):
+            self.last_unlisted = []
+            return
+        self.last_unlisted = [_clean(u, 96) for u in unlisted[:64] if isinstance(u, str)]
+        if self.last_unlisted:
+            self._debug_once(
+                "unlisted",
+                "gpumem: the exporter does not see this process on %s yet (nothing to do)",
+                ", ".join(self.last_unlisted),
+            )
 
     def _count_lost_events(self, events: List[Dict[str, Any]]) -> None:
         if events:
@@ -617,11 +705,11 @@ class Client:
         if self.identity:
             body["identity"] = dict(self.identity)
         # A connection of its own, so that it never waits for the reporting thread's.
-        oom_transport = Transport(transport.socket_path, transport.url)
+        oom_transport = transport.twin()
         try:
             payload = json.dumps(body, separators=(",", ":")).encode("utf-8")
             self.stats["sent"] += 1
-            status, data = oom_transport.post(payload, min(self.timeout, 0.25))
+            answer = oom_transport.post(payload, min(self.timeout, 0.25))
         except Exception as e:
             self.stats["failed"] += 1
             self._on_failure(e)
@@ -629,7 +717,25 @@ class Client:
             return
         finally:
             oom_transport.close()
-        self._on_answer(status, data, [event])
+        self._on_answer(answer, body, [event])
+
+
+def _retry_after(headers: Mapping[str, str]) -> Optional[float]:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), or None."""
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+            seconds = when.timestamp() - time.time()
+        except Exception:
+            return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
 
 
 _oom_lock = threading.Lock()

@@ -70,7 +70,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         rec = Recorded("POST", self.path, dict(self.headers), body, peer_pid, self.conn_id)
         with srv.lock:
             srv.requests.append(rec)
-            status, answer = srv.answers.popleft() if srv.answers else srv.default_answer
+            status, answer, headers = srv.answers.popleft() if srv.answers else srv.default_answer
             delay = srv.delay
         if delay:
             time.sleep(delay)
@@ -80,6 +80,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
@@ -113,7 +115,7 @@ def _prime(srv):
     srv.lock = threading.Lock()
     srv.requests = []  # type: List[Recorded]
     srv.answers = deque()
-    srv.default_answer = (202, None)
+    srv.default_answer = (202, None, None)
     srv.connections = 0
     srv.delay = 0.0
     srv.close_silently = False
@@ -141,13 +143,24 @@ class ServerHandle:
     def connections(self) -> int:
         return self.srv.connections
 
-    def answer(self, status: int, body: Optional[Dict[str, Any]] = None, times: int = 1):
+    def answer(
+        self,
+        status: int,
+        body: Optional[Dict[str, Any]] = None,
+        times: int = 1,
+        headers: Optional[Dict[str, str]] = None,
+    ):
         with self.srv.lock:
             for _ in range(times):
-                self.srv.answers.append((status, body))
+                self.srv.answers.append((status, body, headers))
 
-    def always(self, status: int, body: Optional[Dict[str, Any]] = None):
-        self.srv.default_answer = (status, body)
+    def always(
+        self,
+        status: int,
+        body: Optional[Dict[str, Any]] = None,
+        headers: Optional[Dict[str, str]] = None,
+    ):
+        self.srv.default_answer = (status, body, headers)
 
     def wait_for(self, predicate: Callable[[List[Recorded]], bool], timeout: float = 5.0) -> bool:
         end = time.monotonic() + timeout
@@ -167,6 +180,150 @@ class ServerHandle:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+# --------------------------------------------------------------------------- misbehaving servers
+
+
+def read_request(conn: socket.socket, buf: bytearray) -> bool:
+    """Read one request (head and Content-Length body) off ``conn``; False at end of stream."""
+    while b"\r\n\r\n" not in buf:
+        data = conn.recv(65536)
+        if not data:
+            return False
+        buf += data
+    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        data = conn.recv(65536)
+        if not data:
+            return False
+        rest += data
+    buf[:] = rest[length:]
+    return True
+
+
+def answer_bytes(status: int = 202, body: Optional[Dict[str, Any]] = None) -> bytes:
+    data = json.dumps(body if body is not None else {"accepted": True, "pid": os.getpid()})
+    return (
+        "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+        % (status, len(data), data)
+    ).encode()
+
+
+class RawServer:
+    """A listening socket whose connections ``behave(server, conn, index)`` handles, each in a
+    thread: servers that are slow, silent or odd on purpose. close() ends every connection."""
+
+    def __init__(self, behave: Callable[["RawServer", socket.socket, int], None], path=None):
+        self.behave = behave
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.conns = []  # type: List[socket.socket]
+        self.requests = 0
+        if path is not None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.bind(path)
+            self.address = path
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.bind(("127.0.0.1", 0))
+            self.address = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.sock.listen(16)
+        self.sock.settimeout(0.05)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            conn.settimeout(None)
+            with self.lock:
+                self.conns.append(conn)
+                index = len(self.conns) - 1
+            threading.Thread(target=self._run, args=(conn, index), daemon=True).start()
+
+    def _run(self, conn, index):
+        try:
+            self.behave(self, conn, index)
+        except OSError:
+            pass  # the client gave up and closed: that is what these tests are about
+
+    def got_request(self):
+        with self.lock:
+            self.requests += 1
+
+    def close(self):
+        self.stopping.set()
+        self.thread.join(2)
+        self.sock.close()
+        with self.lock:
+            for conn in self.conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                conn.close()
+
+
+def silent(server: RawServer, conn: socket.socket, index: int) -> None:
+    """Accepts and reads the request, never answers."""
+    buf = bytearray()
+    if read_request(conn, buf):
+        server.got_request()
+    server.stopping.wait()
+
+
+def trickle(server: RawServer, conn: socket.socket, index: int) -> None:
+    """A correct answer, one byte every 50 ms."""
+    buf = bytearray()
+    while read_request(conn, buf):
+        server.got_request()
+        for byte in answer_bytes():
+            if server.stopping.wait(0.05):
+                return
+            conn.sendall(bytes([byte]))
+
+
+def headers_only(server: RawServer, conn: socket.socket, index: int) -> None:
+    """The head of a 202 with a body announced and never sent."""
+    buf = bytearray()
+    if read_request(conn, buf):
+        server.got_request()
+        conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 40\r\n\r\n")
+    server.stopping.wait()
+
+
+def fill_backlog(path: str, tries: int = 256):
+    """A Unix socket that listens and never accepts, its backlog full; None where the
+    platform does not refuse at once (then a connect() could not be made to wait either)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)
+    fillers = []
+    for _ in range(tries):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(path)
+        except (BlockingIOError, InterruptedError):
+            s.close()
+            return listener, fillers
+        except OSError:
+            s.close()
+            break
+        fillers.append(s)
+    for s in fillers:
+        s.close()
+    listener.close()
+    return None
 
 
 @pytest.fixture
