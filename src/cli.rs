@@ -13,93 +13,257 @@ use crate::config::{Config, ConfigError, SimGpuConfig};
     name = "gpumem-exporter",
     version,
     about = "GPU memory exporter for Prometheus: NVML plus allocator reports, leak slope, seconds-to-OOM, fragmentation, imbalance",
-    long_about = None
+    long_about = None,
+    // Without a command the exporter serves: its flags are the top level's, and each command
+    // lists only the flags it reads.
+    args_conflicts_with_subcommands = false
 )]
 pub struct Cli {
-    #[command(flatten)]
-    pub common: CommonArgs,
+    #[command(flatten, next_help_heading = "Global options")]
+    pub global: GlobalArgs,
 
-    /// Print the effective configuration as YAML and exit.
-    #[arg(long = "print-config", global = true)]
-    pub print_config: bool,
+    #[command(flatten, next_help_heading = "Options (serve)")]
+    pub serve: ServeArgs,
 
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+/// Flags every command reads.
 #[derive(Debug, Args, Default, Clone)]
-pub struct CommonArgs {
+pub struct GlobalArgs {
     /// Configuration file (YAML) for everything the flags do not cover.
     #[arg(long = "config", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-
-    /// Where to sample: nvml, sim, or replay:<file>[,<file>...]. [default: nvml]
-    #[arg(long = "source", global = true, value_name = "SOURCE")]
-    pub source: Option<String>,
-
-    /// Time between samples, 10ms..60s. [default: 1s]
-    #[arg(long = "sample-interval", global = true, value_name = "DURATION", value_parser = parse_duration)]
-    pub sample_interval: Option<Duration>,
 
     /// Log level: error, warn, info, debug, trace. [default: info]
     #[arg(long = "log.level", global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
 
-    /// Address to serve metrics on. [default: :10049]
-    #[arg(long = "web.listen-address", global = true, value_name = "ADDR")]
-    pub listen_address: Option<String>,
+    /// Log format: logfmt or json. [default: logfmt]
+    #[arg(long = "log.format", global = true, value_name = "FORMAT")]
+    pub log_format: Option<String>,
 
-    /// Path under which to expose metrics. [default: /metrics]
-    #[arg(long = "web.telemetry-path", global = true, value_name = "PATH")]
-    pub telemetry_path: Option<String>,
+    /// Print the effective configuration as YAML and exit.
+    #[arg(long = "print-config", global = true)]
+    pub print_config: bool,
+}
 
-    /// Web config file (exporter-toolkit format) for TLS and basic auth on the web endpoints.
-    #[arg(long = "web.config.file", global = true, value_name = "FILE")]
-    pub web_config_file: Option<PathBuf>,
-
-    /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
-    #[arg(long = "ingest.socket", global = true, value_name = "PATH", value_parser = parse_path)]
-    pub ingest_socket: Option<PathBuf>,
-
-    /// Permission bits of the ingest socket, in octal. [default: 0666]
-    #[arg(long = "ingest.socket-mode", global = true, value_name = "MODE")]
-    pub ingest_socket_mode: Option<String>,
-
-    /// Plain-HTTP ingest on this TCP address (loopback only unless --ingest.allow-remote). [default: off]
-    #[arg(long = "ingest.listen-address", global = true, value_name = "ADDR")]
-    pub ingest_listen_address: Option<String>,
-
-    /// Allow TCP ingest on a non-loopback address (reports over TCP are not authenticated).
-    #[arg(long = "ingest.allow-remote", global = true)]
-    pub ingest_allow_remote: bool,
-
-    /// Replay speed: 1 is real time, 10 ten times faster. [default: 1]
-    #[arg(long = "replay.speed", global = true, value_name = "FACTOR")]
-    pub replay_speed: Option<f64>,
+/// How often to sample, and how replayed allocator reports are paced.
+#[derive(Debug, Args, Default, Clone)]
+pub struct PaceArgs {
+    /// Time between samples, 10ms..60s. [default: 1s]
+    #[arg(long = "sample-interval", value_name = "DURATION", value_parser = parse_duration)]
+    pub sample_interval: Option<Duration>,
 
     /// Seconds between a replayed process's allocator reports (the client's rate; 0 sends every
     /// recorded sample). [default: 1s]
-    #[arg(long = "replay.report-interval", global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long = "replay.report-interval", value_name = "DURATION", value_parser = parse_duration)]
     pub replay_report_interval: Option<Duration>,
+}
+
+/// Where samples come from: the commands that sample a source read these.
+#[derive(Debug, Args, Default, Clone)]
+pub struct SourceArgs {
+    /// Where to sample: nvml, sim, or replay:<file>[,<file>...]. [default: nvml]
+    #[arg(long = "source", value_name = "SOURCE")]
+    pub source: Option<String>,
+
+    #[command(flatten)]
+    pub pace: PaceArgs,
 
     /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle.
-    #[arg(
-        long = "sim.scenarios",
-        global = true,
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
+    #[arg(long = "sim.scenarios", value_name = "LIST", value_delimiter = ',')]
     pub sim_scenarios: Option<Vec<String>>,
+}
+
+/// A source followed as it happens (`serve`, `top`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct LiveArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+
+    /// Replay speed: 1 is real time, 10 ten times faster. [default: 1]
+    #[arg(long = "replay.speed", value_name = "FACTOR")]
+    pub replay_speed: Option<f64>,
+}
+
+/// What `serve` (and the exporter without a command) reads.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub live: LiveArgs,
+
+    /// Address to serve metrics on. [default: :10049]
+    #[arg(long = "web.listen-address", value_name = "ADDR")]
+    pub listen_address: Option<String>,
+
+    /// Path under which to expose metrics. [default: /metrics]
+    #[arg(long = "web.telemetry-path", value_name = "PATH")]
+    pub telemetry_path: Option<String>,
+
+    /// Web config file (exporter-toolkit format) for TLS and basic auth on the web endpoints.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
+    /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
+    #[arg(long = "ingest.socket", value_name = "PATH", value_parser = parse_path)]
+    pub ingest_socket: Option<PathBuf>,
+
+    /// Permission bits of the ingest socket, in octal. [default: 0666]
+    #[arg(long = "ingest.socket-mode", value_name = "MODE")]
+    pub ingest_socket_mode: Option<String>,
+
+    /// Plain-HTTP ingest on this TCP address (loopback only unless --ingest.allow-remote). [default: off]
+    #[arg(long = "ingest.listen-address", value_name = "ADDR")]
+    pub ingest_listen_address: Option<String>,
+
+    /// Allow TCP ingest on a non-loopback address (reports over TCP are not authenticated).
+    #[arg(long = "ingest.allow-remote")]
+    pub ingest_allow_remote: bool,
 
     /// Pod labels on per-process series: auto (on inside a pod), on, off. [default: auto]
-    #[arg(long = "kubernetes.attribution", global = true, value_name = "MODE", value_parser = ["auto", "on", "off"])]
+    #[arg(long = "kubernetes.attribution", value_name = "MODE", value_parser = ["auto", "on", "off"])]
     pub kubernetes_attribution: Option<String>,
+}
+
+impl ServeArgs {
+    /// Flags only `serve` reads, given at the top level: a report command would ignore them.
+    fn serve_only_flags(&self) -> Vec<&'static str> {
+        [
+            (self.listen_address.is_some(), "--web.listen-address"),
+            (self.telemetry_path.is_some(), "--web.telemetry-path"),
+            (self.web_config_file.is_some(), "--web.config.file"),
+            (self.ingest_socket.is_some(), "--ingest.socket"),
+            (self.ingest_socket_mode.is_some(), "--ingest.socket-mode"),
+            (
+                self.ingest_listen_address.is_some(),
+                "--ingest.listen-address",
+            ),
+            (self.ingest_allow_remote, "--ingest.allow-remote"),
+            (
+                self.kubernetes_attribution.is_some(),
+                "--kubernetes.attribution",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
+}
+
+/// Every flag's value, whichever level of the command line gave it: what the configuration is
+/// built from.
+#[derive(Debug, Default, Clone)]
+pub struct CommonArgs {
+    pub global: GlobalArgs,
+    pub serve: ServeArgs,
+}
+
+fn merge<T: Clone>(into: &mut Option<T>, from: &Option<T>) {
+    if from.is_some() {
+        *into = from.clone();
+    }
+}
+
+impl SourceArgs {
+    fn merge_into(&self, to: &mut SourceArgs) {
+        merge(&mut to.source, &self.source);
+        self.pace.merge_into(&mut to.pace);
+        merge(&mut to.sim_scenarios, &self.sim_scenarios);
+    }
+}
+
+impl PaceArgs {
+    fn merge_into(&self, to: &mut PaceArgs) {
+        merge(&mut to.sample_interval, &self.sample_interval);
+        merge(&mut to.replay_report_interval, &self.replay_report_interval);
+    }
+}
+
+impl LiveArgs {
+    fn merge_into(&self, to: &mut LiveArgs) {
+        self.source.merge_into(&mut to.source);
+        merge(&mut to.replay_speed, &self.replay_speed);
+    }
+}
+
+impl Cli {
+    /// The flags of the top level and of the command together; the command's win. Source flags
+    /// before a command name are still read (`gpumem-exporter --source sim oom`); flags only
+    /// `serve` reads are refused before another command rather than ignored.
+    pub fn common(&self) -> Result<CommonArgs, ConfigError> {
+        let mut c = CommonArgs {
+            global: self.global.clone(),
+            serve: self.serve.clone(),
+        };
+        let live = &mut c.serve.live;
+        let (name, own_source): (&str, Option<&SourceArgs>) = match &self.command {
+            None => return Ok(c),
+            Some(Command::Serve(a)) => {
+                let top = std::mem::take(&mut c.serve);
+                c.serve = a.clone();
+                let mut merged = top.live;
+                a.live.merge_into(&mut merged);
+                c.serve.live = merged;
+                for (field, flag) in [
+                    (&mut c.serve.listen_address, &top.listen_address),
+                    (&mut c.serve.telemetry_path, &top.telemetry_path),
+                    (&mut c.serve.ingest_socket_mode, &top.ingest_socket_mode),
+                    (
+                        &mut c.serve.ingest_listen_address,
+                        &top.ingest_listen_address,
+                    ),
+                    (
+                        &mut c.serve.kubernetes_attribution,
+                        &top.kubernetes_attribution,
+                    ),
+                ] {
+                    if field.is_none() {
+                        *field = flag.clone();
+                    }
+                }
+                if c.serve.web_config_file.is_none() {
+                    c.serve.web_config_file = top.web_config_file;
+                }
+                if c.serve.ingest_socket.is_none() {
+                    c.serve.ingest_socket = top.ingest_socket;
+                }
+                c.serve.ingest_allow_remote |= top.ingest_allow_remote;
+                return Ok(c);
+            }
+            Some(Command::Top(a)) => {
+                a.live.merge_into(live);
+                ("top", None)
+            }
+            Some(Command::Replay(a)) => {
+                a.pace.merge_into(&mut live.source.pace);
+                ("replay", None)
+            }
+            Some(Command::Profile(a)) => ("profile", Some(&a.source)),
+            Some(Command::Oom(a)) => ("oom", Some(&a.source)),
+            Some(Command::Leak(a)) => ("leak", Some(&a.source)),
+            Some(Command::Fragment(a)) => ("fragment", Some(&a.source)),
+            Some(Command::Compare(_)) => ("compare", None),
+            Some(Command::Sweep(_)) => ("sweep", None),
+        };
+        if let Some(s) = own_source {
+            s.merge_into(&mut live.source);
+        }
+        if let Some(flag) = self.serve.serve_only_flags().first() {
+            return Err(ConfigError {
+                field: flag.to_string(),
+                message: format!("is a flag of `serve`; `{name}` does not read it"),
+            });
+        }
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve /metrics (the default when no command is given).
-    Serve,
+    Serve(ServeArgs),
     /// Run the engine over recorded traces as fast as the CPU goes and write a timeline.
     Replay(ReplayArgs),
     /// Sample for a while, then write a memory profile report (JSON) and a chart.
@@ -137,6 +301,8 @@ pub struct SamplingArgs {
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Where to write the report (JSON); - for stdout.
     #[arg(long, short, value_name = "FILE")]
@@ -151,6 +317,8 @@ pub struct ProfileArgs {
 
 #[derive(Debug, Args)]
 pub struct OomArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Used percent of a GPU at which the risk is at least high (medium starts 10 points lower).
@@ -168,6 +336,8 @@ pub struct OomArgs {
 #[derive(Debug, Args)]
 pub struct LeakArgs {
     #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Floor growth in MiB per minute above which a process leaks. [default: 10]
     #[arg(long, value_name = "MIB_PER_MIN", allow_hyphen_values = true)]
@@ -179,6 +349,8 @@ pub struct LeakArgs {
 
 #[derive(Debug, Args)]
 pub struct FragmentArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Where to write the report (JSON); - for stdout.
@@ -229,6 +401,8 @@ pub struct SweepArgs {
 
 #[derive(Debug, Args)]
 pub struct TopArgs {
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Seconds between screen refreshes.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = crate::commands::workflow::parse_interval)]
     pub refresh: Duration,
@@ -242,6 +416,8 @@ pub struct ReplayArgs {
     /// Where to write the timeline (JSON Lines, one object per second of trace time); - for stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub pace: PaceArgs,
 }
 
 /// Any path, the empty one included (it turns the socket off).
@@ -257,54 +433,59 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl CommonArgs {
     /// Defaults, then the file, then the flags; validated.
     pub fn effective_config(&self) -> Result<Config, ConfigError> {
-        let mut c = match &self.config {
+        let (g, serve) = (&self.global, &self.serve);
+        let (live, src) = (&serve.live, &serve.live.source);
+        let mut c = match &g.config {
             Some(p) => Config::from_file(p)?,
             None => Config::default(),
         };
-        if let Some(v) = &self.source {
+        if let Some(v) = &src.source {
             c.source = v.clone();
         }
-        if let Some(v) = self.sample_interval {
+        if let Some(v) = src.pace.sample_interval {
             c.sample_interval = v;
         }
-        if let Some(v) = &self.log_level {
+        if let Some(v) = &g.log_level {
             c.log_level = v.clone();
         }
-        if let Some(v) = &self.listen_address {
+        if let Some(v) = &g.log_format {
+            c.log_format = v.clone();
+        }
+        if let Some(v) = &serve.listen_address {
             c.web.listen_address = v.clone();
         }
-        if let Some(v) = &self.telemetry_path {
+        if let Some(v) = &serve.telemetry_path {
             c.web.telemetry_path = v.clone();
         }
-        if let Some(v) = &self.web_config_file {
+        if let Some(v) = &serve.web_config_file {
             c.web.config_file = Some(v.clone());
         }
-        if let Some(v) = &self.ingest_socket {
+        if let Some(v) = &serve.ingest_socket {
             c.ingest.socket = v.clone();
         }
-        if let Some(v) = &self.ingest_socket_mode {
+        if let Some(v) = &serve.ingest_socket_mode {
             c.ingest.socket_mode = v.clone();
         }
-        if let Some(v) = &self.ingest_listen_address {
+        if let Some(v) = &serve.ingest_listen_address {
             c.ingest.listen_address = v.clone();
         }
-        if self.ingest_allow_remote {
+        if serve.ingest_allow_remote {
             c.ingest.allow_remote = true;
         }
-        if let Some(v) = &self.kubernetes_attribution {
+        if let Some(v) = &serve.kubernetes_attribution {
             c.kubernetes.attribution = match v.as_str() {
                 "on" => crate::config::Attribution::On,
                 "off" => crate::config::Attribution::Off,
                 _ => crate::config::Attribution::Auto,
             };
         }
-        if let Some(v) = self.replay_speed {
+        if let Some(v) = live.replay_speed {
             c.replay.speed = v;
         }
-        if let Some(v) = self.replay_report_interval {
+        if let Some(v) = src.pace.replay_report_interval {
             c.replay.report_interval = v;
         }
-        if let Some(list) = &self.sim_scenarios {
+        if let Some(list) = &src.sim_scenarios {
             let mut gpus = Vec::new();
             for name in list {
                 let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
@@ -320,23 +501,26 @@ impl CommonArgs {
         c.validate().map_err(|mut e| {
             // Name the flag where the value came from one.
             let flag = match e.field.as_str() {
-                "source" if self.source.is_some() => Some("--source"),
-                "sample_interval" if self.sample_interval.is_some() => Some("--sample-interval"),
-                "log_level" if self.log_level.is_some() => Some("--log.level"),
-                "web.listen_address" if self.listen_address.is_some() => {
+                "source" if src.source.is_some() => Some("--source"),
+                "sample_interval" if src.pace.sample_interval.is_some() => {
+                    Some("--sample-interval")
+                }
+                "log_level" if g.log_level.is_some() => Some("--log.level"),
+                "log_format" if g.log_format.is_some() => Some("--log.format"),
+                "web.listen_address" if serve.listen_address.is_some() => {
                     Some("--web.listen-address")
                 }
-                "web.config_file" if self.web_config_file.is_some() => Some("--web.config.file"),
-                "web.telemetry_path" if self.telemetry_path.is_some() => {
+                "web.config_file" if serve.web_config_file.is_some() => Some("--web.config.file"),
+                "web.telemetry_path" if serve.telemetry_path.is_some() => {
                     Some("--web.telemetry-path")
                 }
-                "ingest.listen_address" if self.ingest_listen_address.is_some() => {
+                "ingest.listen_address" if serve.ingest_listen_address.is_some() => {
                     Some("--ingest.listen-address")
                 }
-                "ingest.socket_mode" if self.ingest_socket_mode.is_some() => {
+                "ingest.socket_mode" if serve.ingest_socket_mode.is_some() => {
                     Some("--ingest.socket-mode")
                 }
-                "replay.speed" if self.replay_speed.is_some() => Some("--replay.speed"),
+                "replay.speed" if live.replay_speed.is_some() => Some("--replay.speed"),
                 _ => None,
             };
             if let Some(f) = flag {
@@ -356,6 +540,10 @@ mod tests {
         Cli::try_parse_from(std::iter::once("gpumem-exporter").chain(args.iter().copied())).unwrap()
     }
 
+    fn config(args: &[&str]) -> Result<Config, ConfigError> {
+        parse(args).common()?.effective_config()
+    }
+
     #[test]
     fn flags_override_defaults() {
         let c = parse(&[
@@ -366,7 +554,8 @@ mod tests {
             "--web.listen-address",
             "127.0.0.1:1",
         ])
-        .common
+        .common()
+        .unwrap()
         .effective_config()
         .unwrap();
         assert_eq!(c.source, "sim");
@@ -376,30 +565,46 @@ mod tests {
 
     #[test]
     fn a_bad_flag_value_names_the_flag() {
-        let e = parse(&["--sample-interval", "5ms"])
-            .common
-            .effective_config()
-            .unwrap_err();
+        let e = config(&["--sample-interval", "5ms"]).unwrap_err();
         assert_eq!(e.field, "--sample-interval");
-        let e = parse(&["--source", "gpu"])
-            .common
-            .effective_config()
-            .unwrap_err();
+        let e = config(&["--source", "gpu"]).unwrap_err();
         assert_eq!(e.field, "--source");
         assert!(e.to_string().contains("sim"));
     }
 
     #[test]
     fn scenarios_flag() {
-        let c = parse(&["--sim.scenarios", "steady,oom"])
-            .common
-            .effective_config()
-            .unwrap();
+        let c = config(&["--sim.scenarios", "steady,oom"]).unwrap();
         assert_eq!(c.sim.gpus.len(), 2);
-        let e = parse(&["--sim.scenarios", "steady,nope"])
-            .common
-            .effective_config()
-            .unwrap_err();
+        let e = config(&["--sim.scenarios", "steady,nope"]).unwrap_err();
         assert!(e.message.contains("nope"));
+    }
+
+    #[test]
+    fn a_commands_flags_win_and_source_flags_before_it_still_count() {
+        let c = config(&["--source", "sim", "oom", "--sample-interval", "2s"]).unwrap();
+        assert_eq!(
+            (c.source.as_str(), c.sample_interval),
+            ("sim", Duration::from_secs(2))
+        );
+        let c = config(&["--sample-interval", "3s", "serve", "--source", "sim"]).unwrap();
+        assert_eq!(
+            (c.source.as_str(), c.sample_interval),
+            ("sim", Duration::from_secs(3))
+        );
+        let c = config(&["--log.format", "json", "top", "--replay.speed", "4"]).unwrap();
+        assert_eq!((c.log_format.as_str(), c.replay.speed), ("json", 4.0));
+        let c = config(&["replay", "t.jsonl", "-o", "-", "--sample-interval", "5s"]).unwrap();
+        assert_eq!(c.sample_interval, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_serve_flag_before_another_command_is_refused_not_ignored() {
+        let e = config(&["--web.listen-address", ":1", "oom"]).unwrap_err();
+        assert_eq!(e.field, "--web.listen-address");
+        assert!(e.message.contains("`oom`"), "{e}");
+        // And after it, clap refuses it as unknown.
+        let cli = Cli::try_parse_from(["gpumem-exporter", "oom", "--web.listen-address", ":1"]);
+        assert!(cli.is_err());
     }
 }

@@ -17,6 +17,8 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     pub sample_interval: Duration,
     pub log_level: String,
+    /// `logfmt` (the Prometheus exporters' default) or `json`.
+    pub log_format: String,
     pub nvml: NvmlConfig,
     pub history: HistoryConfig,
     pub analysis: AnalysisConfig,
@@ -265,6 +267,7 @@ impl Default for Config {
             source: "nvml".into(),
             sample_interval: Duration::from_secs(1),
             log_level: "info".into(),
+            log_format: "logfmt".into(),
             nvml: NvmlConfig::default(),
             history: HistoryConfig::default(),
             analysis: AnalysisConfig::default(),
@@ -521,6 +524,15 @@ impl Config {
                 format!(
                     "`{}` is not a level; accepted: error, warn, info, debug, trace",
                     self.log_level
+                ),
+            ));
+        }
+        if !matches!(self.log_format.as_str(), "logfmt" | "json") {
+            return Err(err(
+                "log_format",
+                format!(
+                    "`{}` is not a log format; accepted: logfmt, json",
+                    self.log_format
                 ),
             ));
         }

@@ -6,14 +6,14 @@ use gpumem_exporter::commands;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let cfg = match cli.common.effective_config() {
+    let cfg = match cli.common().and_then(|c| c.effective_config()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("gpumem-exporter: {e}");
             return ExitCode::from(2);
         }
     };
-    if cli.print_config {
+    if cli.global.print_config {
         print!("{}", cfg.to_yaml());
         return ExitCode::SUCCESS;
     }
@@ -22,9 +22,9 @@ fn main() -> ExitCode {
         std::ops::ControlFlow::Break(code) => return code,
         std::ops::ControlFlow::Continue(other) => other,
     };
-    gpumem_exporter::init_logging(&cfg.log_level);
+    gpumem_exporter::logging::init(&cfg);
     let result = match command {
-        None | Some(Command::Serve) => commands::serve::run(cfg),
+        None | Some(Command::Serve(_)) => commands::serve::run(cfg),
         Some(Command::Replay(args)) => {
             commands::replay::write_timeline(&cfg, &args.files, &args.output)
         }

@@ -35,6 +35,8 @@ step "Python client tests"
 bash tests/python_client.sh
 step "Helm chart tests"
 bash tests/helm/run.sh
+step "container image (buildah, no daemon)"
+bash tests/docker_build.sh
 step "promtool: rule files and rule unit tests"
 bash tests/e2e/run_promtool.sh
 step "top in a real terminal (tmux)"

@@ -124,4 +124,42 @@ fn logs_to_a_pipe_are_plain_text() {
         !log.contains('\u{1b}'),
         "escape codes in a piped log: {log:?}"
     );
+    // logfmt, the Prometheus exporters' default.
+    let line = log.lines().find(|l| l.contains("timeline written")).unwrap();
+    assert!(
+        line.starts_with("ts=") && line.contains(" level=info ") && line.contains(" msg="),
+        "{line}"
+    );
+}
+
+#[test]
+fn log_format_json_writes_one_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["--log.format", "json", "replay"])
+        .arg(trace("d1-steady.jsonl"))
+        .arg("--output")
+        .arg(dir.path().join("t.jsonl"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let log = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let done = lines
+        .iter()
+        .find(|v| v["msg"] == "timeline written")
+        .expect("the timeline's log line");
+    assert_eq!(done["level"], "info");
+    assert!(done["ts"].as_str().is_some_and(|t| t.ends_with('Z')));
+    let bad = Command::new(BIN)
+        .args(["--log.format", "text", "replay"])
+        .arg(trace("d1-steady.jsonl"))
+        .args(["--output", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--log.format"));
 }

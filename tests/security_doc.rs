@@ -41,7 +41,8 @@ fn every_test_the_threat_table_names_exists() {
         for name in cell.split('`').skip(1).step_by(2) {
             // Test names: snake_case, and not a file, module path or metric name.
             let name = name.rsplit("::").next().unwrap();
-            if name.contains(['/', '.', ' ']) || name.starts_with("gpumem_") || !name.contains('_') {
+            if name.contains(['/', '.', ' ']) || name.starts_with("gpumem_") || !name.contains('_')
+            {
                 continue;
             }
             named += 1;

@@ -213,7 +213,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
-    crate::init_logging(&cfg.log_level);
+    crate::logging::init(cfg);
     workflow::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let devices = args.sampling.devices.clone();

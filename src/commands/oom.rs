@@ -174,7 +174,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     }
     let mut sampler = Sampler::open(&cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
-    crate::init_logging(&cfg.log_level);
+    crate::logging::init(&cfg);
     workflow::install_stop_handler();
     let limit = if args.monitor {
         None

@@ -484,7 +484,10 @@ mod tests {
         let wait = r.take(1, t0).unwrap_err();
         assert!(wait > Duration::ZERO && wait <= Duration::from_millis(200));
         assert!(r.take(2, t0).is_ok(), "another pid has its own bucket");
-        assert!(r.take(1, t0 + Duration::from_millis(200)).is_ok(), "refilled");
+        assert!(
+            r.take(1, t0 + Duration::from_millis(200)).is_ok(),
+            "refilled"
+        );
     }
 
     #[test]

@@ -47,6 +47,7 @@ ALL_OPTIONS: dict[str, Any] = {
     "image": {"repository": "registry.example.com/ml/gpumem-exporter", "tag": "0.1.0-rc1"},
     "imagePullSecrets": [{"name": "regcred"}],
     "logLevel": "debug",
+    "logFormat": "json",
     "config": {"analysis": {"peak_window": "10m"}, "history": {"max_processes": 128}},
     "extraArgs": ["--sample-interval=500ms", "--ingest.socket-mode=0660"],
     "extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}],
@@ -377,6 +378,7 @@ def test_daemonset_defaults(defaults: list[dict[str, Any]]) -> None:
         "--ingest.socket=/run/gpumem/ingest.sock",
         "--config=/etc/gpumem-exporter/config.yaml",
         "--log.level=info",
+        "--log.format=logfmt",
         "--kubernetes.attribution=on",
     ]
     env = env_of(c)
@@ -459,15 +461,16 @@ def test_all_options_render(everything: list[dict[str, Any]]) -> None:
 
     assert c["image"] == "registry.example.com/ml/gpumem-exporter:0.1.0-rc1"
     # The chart's arguments first, the extra ones after, in order.
-    assert c["args"][:6] == [
+    assert c["args"][:7] == [
         "--source=nvml",
         "--web.listen-address=:10049",
         "--ingest.socket=/run/gpumem/ingest.sock",
         "--config=/etc/gpumem-exporter/config.yaml",
         "--log.level=debug",
+        "--log.format=json",
         "--kubernetes.attribution=on",
     ]
-    assert c["args"][6:] == ALL_OPTIONS["extraArgs"]
+    assert c["args"][7:] == ALL_OPTIONS["extraArgs"]
     assert env_of(c)["RUST_BACKTRACE"]["value"] == "1"
 
     svc = one(everything, "Service")
@@ -727,6 +730,7 @@ BAD_VALUES = [
     ({"serviceMonitor": {"interval": "15 seconds"}}, "/serviceMonitor/interval", "does not match pattern"),
     ({"serviceMonitor": {"honourLabels": True}}, "/serviceMonitor", "additional properties 'honourLabels'"),
     ({"logLevel": "verbose"}, "/logLevel", "value must be one of"),
+    ({"logFormat": "text"}, "/logFormat", "value must be one of"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy", "value must be one of"),
     ({"image": {"digest": "latest"}}, "/image/digest", "does not match pattern"),
     ({"extraArgs": ["source=sim"]}, "/extraArgs/0", "does not match pattern"),
