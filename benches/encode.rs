@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+use gpumem_exporter::config::Scenario;
 use gpumem_exporter::config::{Config, SimGpuConfig};
 use gpumem_exporter::engine::Engine;
 use gpumem_exporter::exporter::encode;
-use gpumem_exporter::exporter::families::Counters;
-use gpumem_exporter::source::sim::{Scenario, SimSource};
+use gpumem_exporter::runtime::telemetry::Counters;
+use gpumem_exporter::source::sim::SimSource;
 use gpumem_exporter::source::Source;
 
 fn node() -> (Config, SimSource, Engine) {

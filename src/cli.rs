@@ -53,12 +53,12 @@ pub struct GlobalArgs {
 #[derive(Debug, Args, Default, Clone)]
 pub struct PaceArgs {
     /// Time between samples, 10ms..60s. [default: 1s]
-    #[arg(long = "sample-interval", value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long = "sample-interval", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub sample_interval: Option<Duration>,
 
     /// Seconds between a replayed process's allocator reports (the client's rate; 0 sends every
     /// recorded sample). [default: 1s]
-    #[arg(long = "replay.report-interval", value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long = "replay.report-interval", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub replay_report_interval: Option<Duration>,
 }
 
@@ -287,11 +287,11 @@ pub enum Command {
 pub struct SamplingArgs {
     /// Seconds to sample (trace seconds for a replay source; 90, 2.5, 2m). [default: 60, or
     /// the whole trace for a replay source]
-    #[arg(long, value_name = "SECONDS", value_parser = crate::commands::workflow::parse_seconds, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::units::parse_seconds, allow_hyphen_values = true)]
     pub duration: Option<f64>,
     /// Seconds between samples (overrides --sample-interval; a replay source takes every
     /// recorded sample unless this is given).
-    #[arg(long, value_name = "SECONDS", value_parser = crate::commands::workflow::parse_interval, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::units::parse_interval, allow_hyphen_values = true)]
     pub interval: Option<Duration>,
     /// GPU indices to report on. [default: all]
     #[arg(long, value_name = "INDEX", num_args = 1..)]
@@ -311,7 +311,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Vec<PathBuf>,
     /// Label the report, e.g. --tag batch_size=32 (repeatable); `sweep` and `compare` read them.
-    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = crate::commands::workflow::parse_tag)]
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
     pub tags: Vec<(String, String)>,
 }
 
@@ -404,7 +404,7 @@ pub struct TopArgs {
     #[command(flatten)]
     pub live: LiveArgs,
     /// Seconds between screen refreshes.
-    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = crate::commands::workflow::parse_interval)]
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = crate::units::parse_interval)]
     pub refresh: Duration,
 }
 
@@ -425,9 +425,12 @@ fn parse_path(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("`{s}` is not a duration such as 500ms, 1s, 2m ({e})"))
+/// `key=value`, the key non-empty.
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
 }
 
 impl CommonArgs {
@@ -498,37 +501,36 @@ impl CommonArgs {
             }
             c.sim.gpus = gpus;
         }
-        c.validate().map_err(|mut e| {
-            // Name the flag where the value came from one.
-            let flag = match e.field.as_str() {
-                "source" if src.source.is_some() => Some("--source"),
-                "sample_interval" if src.pace.sample_interval.is_some() => {
-                    Some("--sample-interval")
-                }
-                "log_level" if g.log_level.is_some() => Some("--log.level"),
-                "log_format" if g.log_format.is_some() => Some("--log.format"),
-                "web.listen_address" if serve.listen_address.is_some() => {
-                    Some("--web.listen-address")
-                }
-                "web.config_file" if serve.web_config_file.is_some() => Some("--web.config.file"),
-                "web.telemetry_path" if serve.telemetry_path.is_some() => {
-                    Some("--web.telemetry-path")
-                }
-                "ingest.listen_address" if serve.ingest_listen_address.is_some() => {
-                    Some("--ingest.listen-address")
-                }
-                "ingest.socket_mode" if serve.ingest_socket_mode.is_some() => {
-                    Some("--ingest.socket-mode")
-                }
-                "replay.speed" if live.replay_speed.is_some() => Some("--replay.speed"),
-                _ => None,
-            };
-            if let Some(f) = flag {
-                e.field = f.to_string();
-            }
-            e
-        })?;
+        c.validate().map_err(|e| self.name_flag(e))?;
         Ok(c)
+    }
+
+    /// Name the flag where a bad value came from one.
+    pub fn name_flag(&self, mut e: ConfigError) -> ConfigError {
+        let (g, serve) = (&self.global, &self.serve);
+        let (live, src) = (&serve.live, &serve.live.source);
+        // Name the flag where the value came from one.
+        let flag = match e.field.as_str() {
+            "source" if src.source.is_some() => Some("--source"),
+            "sample_interval" if src.pace.sample_interval.is_some() => Some("--sample-interval"),
+            "log_level" if g.log_level.is_some() => Some("--log.level"),
+            "log_format" if g.log_format.is_some() => Some("--log.format"),
+            "web.listen_address" if serve.listen_address.is_some() => Some("--web.listen-address"),
+            "web.config_file" if serve.web_config_file.is_some() => Some("--web.config.file"),
+            "web.telemetry_path" if serve.telemetry_path.is_some() => Some("--web.telemetry-path"),
+            "ingest.listen_address" if serve.ingest_listen_address.is_some() => {
+                Some("--ingest.listen-address")
+            }
+            "ingest.socket_mode" if serve.ingest_socket_mode.is_some() => {
+                Some("--ingest.socket-mode")
+            }
+            "replay.speed" if live.replay_speed.is_some() => Some("--replay.speed"),
+            _ => None,
+        };
+        if let Some(f) = flag {
+            e.field = f.to_string();
+        }
+        e
     }
 }
 
@@ -606,5 +608,16 @@ mod tests {
         // And after it, clap refuses it as unknown.
         let cli = Cli::try_parse_from(["gpumem-exporter", "oom", "--web.listen-address", ":1"]);
         assert!(cli.is_err());
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(
+            parse_tag("batch_size=32").unwrap(),
+            ("batch_size".into(), "32".into())
+        );
+        assert_eq!(parse_tag("note=a=b").unwrap().1, "a=b");
+        assert!(parse_tag("=3").is_err());
+        assert!(parse_tag("novalue").is_err());
     }
 }

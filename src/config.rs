@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::source::sim::Scenario;
+use crate::units;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -222,6 +222,29 @@ pub struct IngestConfig {
     pub read_timeout: Duration,
 }
 
+/// What a simulated GPU's processes do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// Training sawtooth on a flat floor.
+    Steady,
+    /// A slow leak of the allocated floor that the cache hides from NVML at first.
+    Leak,
+    /// A ramp to OOM; the process fails, stays away briefly, and starts over.
+    Oom,
+    /// Weight streaming: a large, fragmented cache, emptied now and then.
+    Frag,
+    /// Two processes on one GPU: a steady trainer and a leaking one.
+    Shared,
+    /// Many small steady processes (load and scale tests).
+    Processes,
+    /// Many small processes that come and go: each lives 20 s, then a new pid takes its place
+    /// (soak tests: series must appear and disappear without the exporter growing).
+    Churn,
+    /// No processes at all.
+    Idle,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
@@ -430,8 +453,6 @@ pub enum SourceSpec {
 }
 
 pub const SOURCE_ACCEPTED: &str = "accepted: nvml, sim, replay:<file>[,<file>...]";
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
-pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
 impl SourceSpec {
     pub fn parse(s: &str) -> Result<SourceSpec, ConfigError> {
@@ -506,7 +527,8 @@ impl Config {
     /// Everything a value's type cannot say: ranges and relations between fields.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.source_spec()?;
-        if self.sample_interval < MIN_INTERVAL || self.sample_interval > MAX_INTERVAL {
+        if self.sample_interval < units::MIN_INTERVAL || self.sample_interval > units::MAX_INTERVAL
+        {
             return Err(err(
                 "sample_interval",
                 format!(
@@ -545,11 +567,6 @@ impl Config {
                     self.web.telemetry_path
                 ),
             ));
-        }
-        if let Some(p) = &self.web.config_file {
-            // Read and check it now, so that a bad file stops the start with the field named.
-            crate::exporter::webconfig::load(p)
-                .map_err(|e| err("web.config_file", format!("{}: {e}", p.display())))?;
         }
         if self.nvml.deadline.is_zero() {
             return Err(err("nvml.deadline", "must be greater than 0"));

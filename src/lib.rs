@@ -16,5 +16,7 @@ pub mod ingest;
 pub mod k8s;
 pub mod logging;
 pub mod model;
+pub mod runtime;
 pub mod snapshot;
 pub mod source;
+pub mod units;

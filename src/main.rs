@@ -3,10 +3,16 @@ use std::process::ExitCode;
 use clap::Parser;
 use gpumem_exporter::cli::{Cli, Command};
 use gpumem_exporter::commands;
+use gpumem_exporter::exporter::webconfig;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let cfg = match cli.common().and_then(|c| c.effective_config()) {
+    let cfg = cli.common().and_then(|args| {
+        let c = args.effective_config()?;
+        webconfig::check(&c).map_err(|e| args.name_flag(e))?;
+        Ok(c)
+    });
+    let cfg = match cfg {
         Ok(c) => c,
         Err(e) => {
             eprintln!("gpumem-exporter: {e}");

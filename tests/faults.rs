@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{free_port, sample_value, BIN};
-use gpumem_exporter::commands::serve::{spawn_sampler, unix_now, Shared};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::exporter::encode;
 use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
+use gpumem_exporter::runtime::live::{spawn_sampler, unix_now, Shared};
 use gpumem_exporter::source::device::{Backend, DeviceSource};
 
 // ---------------------------------------------------------------------------------------------

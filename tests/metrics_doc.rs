@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use gpumem_exporter::config::Scenario;
 use gpumem_exporter::config::{Config, SimGpuConfig};
 use gpumem_exporter::engine::Engine;
-use gpumem_exporter::exporter::families::{families, Counters, Kind};
-use gpumem_exporter::source::sim::{Scenario, SimSource};
+use gpumem_exporter::exporter::families::{families, Kind};
+use gpumem_exporter::runtime::telemetry::Counters;
+use gpumem_exporter::source::sim::SimSource;
 use gpumem_exporter::source::Source;
 
 fn documented() -> BTreeMap<String, String> {

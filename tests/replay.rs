@@ -125,7 +125,10 @@ fn logs_to_a_pipe_are_plain_text() {
         "escape codes in a piped log: {log:?}"
     );
     // logfmt, the Prometheus exporters' default.
-    let line = log.lines().find(|l| l.contains("timeline written")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("timeline written"))
+        .unwrap();
     assert!(
         line.starts_with("ts=") && line.contains(" level=info ") && line.contains(" msg="),
         "{line}"

@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::profile::{read_report, DeviceProfile, ProfileReport};
-use super::workflow::{self, round, GIB, SCHEMA_VERSION};
+use super::workflow::{self, round, SCHEMA_VERSION};
 use crate::cli::CompareArgs;
+use crate::runtime::stepped::{self};
+use crate::units::GIB;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Delta {
@@ -230,7 +232,7 @@ pub fn print_table(c: &Comparison) {
 pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
     for (p, name) in [(&args.a, "A.json"), (&args.b, "B.json")] {
         if !p.is_file() {
-            return Err(workflow::usage(
+            return Err(stepped::usage(
                 name,
                 format!("{} is not a readable file", p.display()),
             ));

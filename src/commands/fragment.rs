@@ -10,11 +10,12 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::chart::{self, HLine, Line, Marker, Panel};
-use super::workflow::{self, round, selected, Sampler};
+use super::workflow::{self, round, selected};
 use crate::analysis::fragmentation::{advice, band};
 use crate::cli::FragmentArgs;
 use crate::config::Config;
 use crate::ingest::report::EventKind;
+use crate::runtime::stepped::{self, Sampler};
 
 const MAX_POINTS: usize = 20_000;
 const MAX_MARKERS: usize = 30;
@@ -214,7 +215,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(cfg);
-    workflow::install_stop_handler();
+    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let devices = args.sampling.devices.clone();
     let mut accs: BTreeMap<u32, DevAcc> = BTreeMap::new();

@@ -14,9 +14,11 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::workflow::{self, round, selected, Sampler, MIB};
+use super::workflow::{self, round, selected};
 use crate::cli::LeakArgs;
 use crate::config::Config;
+use crate::runtime::stepped::{self, Sampler};
+use crate::units::MIB;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -211,7 +213,7 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
         .threshold
         .unwrap_or(cfg.analysis.leak_threshold_mib_per_min);
     if !(threshold.is_finite() && threshold > 0.0) {
-        return Err(workflow::usage(
+        return Err(stepped::usage(
             "--threshold",
             format!("{threshold} is not a positive number of MiB per minute"),
         ));
@@ -223,7 +225,7 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(&cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(&cfg);
-    workflow::install_stop_handler();
+    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let devices = args.sampling.devices.clone();
     let warmup = cfg.analysis.warmup.as_secs_f64();

@@ -13,12 +13,14 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::workflow::{self, round, selected, Sampler, MIB};
+use super::workflow::{self, round, selected};
 use crate::analysis::oom::{RiskLevel, RiskReason};
 use crate::analysis::trend::Trend;
 use crate::cli::OomArgs;
 use crate::config::Config;
+use crate::runtime::stepped::{self, Sampler};
 use crate::snapshot::{GpuView, Snapshot};
+use crate::units::MIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RiskAssessment {
@@ -162,7 +164,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = cfg.clone();
     if let Some(t) = args.threshold {
         if !(t.is_finite() && t > 0.0 && t <= 100.0) {
-            return Err(workflow::usage(
+            return Err(stepped::usage(
                 "--threshold",
                 format!("{t} is not a percentage in (0, 100]"),
             ));
@@ -175,7 +177,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(&cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(&cfg);
-    workflow::install_stop_handler();
+    stepped::install_stop_handler();
     let limit = if args.monitor {
         None
     } else {

@@ -9,11 +9,13 @@ use std::process::ExitCode;
 use serde::{Deserialize, Serialize};
 
 use super::chart::{self, HLine, Line, Marker, Panel};
-use super::workflow::{self, round, selected, Sampler, Tick, GIB, MIB, SCHEMA_VERSION};
+use super::workflow::{self, round, selected, SCHEMA_VERSION};
 use crate::cli::ProfileArgs;
 use crate::config::Config;
 use crate::ingest::report::EventKind;
+use crate::runtime::stepped::{self, Sampler, Tick};
 use crate::snapshot::{GpuView, Snapshot};
+use crate::units::{GIB, MIB};
 
 /// Points kept per series; beyond it every other point is dropped (peaks are kept exactly).
 const MAX_POINTS: usize = 20_000;
@@ -440,7 +442,7 @@ impl Profiler {
         self,
         source: String,
         tags: BTreeMap<String, String>,
-        end: &workflow::RunEnd,
+        end: &stepped::RunEnd,
         requested: Option<f64>,
         interval: Option<f64>,
     ) -> ProfileReport {
@@ -636,13 +638,13 @@ pub fn run(cfg: &Config, args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let mut tags = BTreeMap::new();
     for (k, v) in &args.tags {
         if tags.insert(k.clone(), v.clone()).is_some() {
-            return Err(workflow::usage("--tag", format!("key `{k}` given twice")));
+            return Err(stepped::usage("--tag", format!("key `{k}` given twice")));
         }
     }
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(cfg);
-    workflow::install_stop_handler();
+    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let interval = if sampler.is_replay() {
         args.sampling.interval.map(|d| d.as_secs_f64())

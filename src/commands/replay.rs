@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::exporter::families::{families, Counters};
+use crate::exporter::families::families;
 use crate::exporter::http::VERSION;
+use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
 use crate::source::replay::ReplaySource;
 use crate::source::Source;

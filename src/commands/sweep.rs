@@ -9,8 +9,10 @@ use serde::Serialize;
 
 use super::chart::{self, Heatmap};
 use super::profile::{read_report, ProfileReport};
-use super::workflow::{self, GIB, SCHEMA_VERSION};
+use super::workflow::{self, SCHEMA_VERSION};
 use crate::cli::SweepArgs;
+use crate::runtime::stepped::{self};
+use crate::units::GIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
@@ -184,14 +186,14 @@ pub fn heatmap(s: &SweepReport) -> Heatmap {
 pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     for p in &args.reports {
         if !p.is_file() {
-            return Err(workflow::usage(
+            return Err(stepped::usage(
                 "REPORT.json",
                 format!("{} is not a readable file", p.display()),
             ));
         }
     }
     if args.x == args.y {
-        return Err(workflow::usage(
+        return Err(stepped::usage(
             "--y",
             format!("`{}` is also --x; sweep needs two different tags", args.y),
         ));

@@ -17,13 +17,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::Frame;
 
-use super::serve::{source_clock, spawn_sampler, Shared};
-use super::workflow::{GIB, MIB};
 use crate::analysis::oom::RiskLevel;
 use crate::cli::TopArgs;
 use crate::config::Config;
+use crate::runtime::live::{source_clock, spawn_sampler, Shared};
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 use crate::source;
+use crate::units::{GIB, MIB};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortBy {
@@ -506,9 +506,10 @@ pub fn run(cfg: &Config, args: TopArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Scenario;
     use crate::config::{SimConfig, SimGpuConfig};
     use crate::engine::Engine;
-    use crate::source::sim::{Scenario, SimSource};
+    use crate::source::sim::SimSource;
     use crate::source::Source;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;

@@ -14,7 +14,8 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
-use super::families::{visit, Counters, Desc, Kind, LabelValue, SeriesFn, Sink};
+use super::families::{visit, Desc, Kind, LabelValue, SeriesFn, Sink};
+use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
 
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -199,10 +200,11 @@ pub fn openmetrics(
 mod tests {
     use super::super::families::families;
     use super::*;
+    use crate::config::Scenario;
     use crate::config::{Config, SimGpuConfig};
     use crate::engine::Engine;
     use crate::snapshot::PodLabels;
-    use crate::source::sim::{Scenario, SimSource};
+    use crate::source::sim::SimSource;
     use crate::source::Source;
 
     /// A simulated node with a reporting process whose command name needs escaping.
@@ -226,7 +228,8 @@ mod tests {
         });
         let counters = Counters::default();
         counters
-            .ingest_reports
+            .ingest
+            .reports
             .store(3, std::sync::atomic::Ordering::Relaxed);
         (snap, counters)
     }

@@ -6,15 +6,13 @@
 //! building one owned label string; [`families`] collects owned copies where a caller wants
 //! values (the replay timeline, tests).
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
 use crate::ingest::report::{DeviceStats, RejectReason};
-use crate::model::ErrorKind;
+use crate::runtime::telemetry::Counters;
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,63 +77,6 @@ pub struct Family {
     pub name: &'static str,
     pub kind: Kind,
     pub series: Vec<Series>,
-}
-
-/// The exporter's own counters, updated from the sampler and the ingest handlers without
-/// taking the engine's lock.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub samples: AtomicU64,
-    sample_duration_bits: AtomicU64,
-    pub nvml_reinit: AtomicU64,
-    pub nvml_reader_restarts: AtomicU64,
-    pub ingest_reports: AtomicU64,
-    pub ingest_unlisted: AtomicU64,
-    ingest_rejected: [AtomicU64; RejectReason::ALL.len()],
-    pub tracked_processes: AtomicU64,
-    sample_errors: Mutex<BTreeMap<(u32, ErrorKind), u64>>,
-}
-
-impl Counters {
-    pub fn record_sample(&self, duration_seconds: f64) {
-        self.samples.fetch_add(1, Ordering::Relaxed);
-        self.sample_duration_bits
-            .store(duration_seconds.to_bits(), Ordering::Relaxed);
-    }
-
-    pub fn sample_duration(&self) -> f64 {
-        f64::from_bits(self.sample_duration_bits.load(Ordering::Relaxed))
-    }
-
-    /// Called for every GPU on every sample: no allocation once the GPU is known.
-    pub fn record_errors(&self, gpu: u32, kinds: &[ErrorKind]) {
-        let mut m = self.sample_errors.lock().unwrap_or_else(|e| e.into_inner());
-        // Every kind starts at 0 for every GPU so that rate() and increase() work from the
-        // first error on.
-        if !m.contains_key(&(gpu, ErrorKind::Timeout)) {
-            for k in ErrorKind::ALL {
-                m.insert((gpu, k), 0);
-            }
-        }
-        for k in kinds {
-            *m.entry((gpu, *k)).or_insert(0) += 1;
-        }
-    }
-
-    pub fn sample_errors(&self) -> BTreeMap<(u32, ErrorKind), u64> {
-        self.sample_errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn reject(&self, reason: RejectReason) {
-        self.ingest_rejected[reason as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn rejected(&self, reason: RejectReason) -> u64 {
-        self.ingest_rejected[reason as usize].load(Ordering::Relaxed)
-    }
 }
 
 /// The labels of one series, on the stack: the most any family has is a process's seven plus
@@ -680,7 +621,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
     one(
         counter("gpumem_ingest_reports_total", "Allocator reports accepted."),
         &[],
-        c.ingest_reports.load(Ordering::Relaxed) as f64,
+        c.ingest.reports.load(Ordering::Relaxed) as f64,
         sink,
     )?;
     one(
@@ -689,7 +630,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
             "Device entries and OOM events in accepted reports from a process NVML does not list on that GPU: kept as the process's own numbers, no effect on the GPU.",
         ),
         &[],
-        c.ingest_unlisted.load(Ordering::Relaxed) as f64,
+        c.ingest.unlisted.load(Ordering::Relaxed) as f64,
         sink,
     )?;
     sink.family(
@@ -699,7 +640,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         ),
         &|e| {
             for r in RejectReason::ALL {
-                e(&[("reason", Str(r.as_str()))], c.rejected(r) as f64)?;
+                e(&[("reason", Str(r.as_str()))], c.ingest.rejected(r) as f64)?;
             }
             Ok(())
         },

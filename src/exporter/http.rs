@@ -12,8 +12,8 @@ use axum::{Json, Router};
 use tokio::sync::mpsc;
 
 use super::encode;
-use super::families::Counters;
 use crate::engine::{current, Engine};
+use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -444,6 +444,18 @@ pub fn protect(app: Router, security: &WebSecurity) -> Router {
     }
 }
 
+/// Read and check the configured web config file, so that a bad one stops the start with the
+/// field named (the configuration itself only holds its path).
+pub fn check(cfg: &crate::config::Config) -> Result<(), crate::config::ConfigError> {
+    match &cfg.web.config_file {
+        Some(p) => load(p).map(|_| ()).map_err(|e| crate::config::ConfigError {
+            field: "web.config_file".into(),
+            message: format!("{}: {e}", p.display()),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client may take to send a request's headers.

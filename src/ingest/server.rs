@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,6 @@ use tower::ServiceExt;
 use super::report::{self, RejectReason, Rejection};
 use crate::config::IngestConfig;
 use crate::engine::Engine;
-use crate::exporter::families::Counters;
 use crate::model::Time;
 
 pub const REPORT_PATH: &str = "/api/v1/report";
@@ -171,10 +170,29 @@ impl Drop for Ticket {
     }
 }
 
+/// What the ingest endpoints count: accepted reports, the device entries and OOM events that
+/// counted only for their process, and refusals by reason.
+#[derive(Debug, Default)]
+pub struct IngestCounters {
+    pub reports: AtomicU64,
+    pub unlisted: AtomicU64,
+    rejected: [AtomicU64; RejectReason::ALL.len()],
+}
+
+impl IngestCounters {
+    pub fn reject(&self, reason: RejectReason) {
+        self.rejected[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn rejected(&self, reason: RejectReason) -> u64 {
+        self.rejected[reason as usize].load(Ordering::Relaxed)
+    }
+}
+
 #[derive(Clone)]
 pub struct IngestState {
     engine: Arc<Mutex<Engine>>,
-    counters: Arc<Counters>,
+    counters: Arc<IngestCounters>,
     clock: Arc<dyn Fn() -> Time + Send + Sync>,
     limits: Limits,
     rates: Arc<Mutex<Rates>>,
@@ -186,7 +204,7 @@ pub struct IngestState {
 impl IngestState {
     pub fn new(
         engine: Arc<Mutex<Engine>>,
-        counters: Arc<Counters>,
+        counters: Arc<IngestCounters>,
         clock: Arc<dyn Fn() -> Time + Send + Sync>,
         limits: Limits,
     ) -> Self {
@@ -222,7 +240,7 @@ impl IngestState {
     }
 }
 
-fn reject(counters: &Counters, r: Rejection) -> Response {
+fn reject(counters: &IngestCounters, r: Rejection) -> Response {
     counters.reject(r.reason);
     let status = match r.reason {
         RejectReason::Malformed | RejectReason::InvalidValue => StatusCode::BAD_REQUEST,
@@ -342,11 +360,11 @@ async fn handle_report(
     };
     match applied {
         Ok(a) => {
-            st.counters.ingest_reports.fetch_add(1, Ordering::Relaxed);
+            st.counters.reports.fetch_add(1, Ordering::Relaxed);
             let mut answer = json!({"accepted": true, "pid": pid});
             if !a.unlisted.is_empty() {
                 st.counters
-                    .ingest_unlisted
+                    .unlisted
                     .fetch_add(a.unlisted_items, Ordering::Relaxed);
                 st.warn_unlisted(pid, &a.unlisted);
                 answer["unlisted"] = json!(a.unlisted);

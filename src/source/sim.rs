@@ -2,10 +2,8 @@
 //! (training sawtooth, allocator leak, ramp to OOM, fragmentation churn, a shared GPU).
 //! Deterministic for a seed: the state is a function of (seed, GPU, elapsed time).
 
-use serde::{Deserialize, Serialize};
-
 use super::Source;
-use crate::config::SimConfig;
+use crate::config::{Scenario, SimConfig};
 use crate::ingest::report::{Component, DeviceStats, Event, EventKind, Identity, Report};
 use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
 
@@ -17,28 +15,6 @@ const CONTEXT_OVERHEAD: f64 = 520.0 * MIB;
 const DRIVER_RESERVED: f64 = 480.0 * MIB;
 /// How long a simulated process that hit OOM stays away before it restarts.
 const RESTART_DELAY: f64 = 10.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scenario {
-    /// Training sawtooth on a flat floor.
-    Steady,
-    /// A slow leak of the allocated floor that the cache hides from NVML at first.
-    Leak,
-    /// A ramp to OOM; the process fails, stays away briefly, and starts over.
-    Oom,
-    /// Weight streaming: a large, fragmented cache, emptied now and then.
-    Frag,
-    /// Two processes on one GPU: a steady trainer and a leaking one.
-    Shared,
-    /// Many small steady processes (load and scale tests).
-    Processes,
-    /// Many small processes that come and go: each lives 20 s, then a new pid takes its place
-    /// (soak tests: series must appear and disappear without the exporter growing).
-    Churn,
-    /// No processes at all.
-    Idle,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct SimProc {

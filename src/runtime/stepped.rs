@@ -1,0 +1,336 @@
+//! The stepped runtime the report commands use: the engine over one source, sampled at the
+//! command's pace (live) or item by item through a trace (replay), until a duration, the end of
+//! the trace, or Ctrl-C.
+
+use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::live::unix_now;
+use crate::config::{Config, SourceSpec};
+use crate::engine::Engine;
+use crate::model::{Observation, Time};
+use crate::snapshot::Snapshot;
+use crate::source::{self, replay::ReplaySource, sim::SimSource, Schedule, Source};
+
+/// A bad flag: reported with the flag's name, exit status 2, before any sampling.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct Usage {
+    pub flag: String,
+    pub message: String,
+}
+
+pub fn usage(flag: &str, message: impl Into<String>) -> anyhow::Error {
+    Usage {
+        flag: flag.to_string(),
+        message: message.into(),
+    }
+    .into()
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM end the run early; the report is still written.
+pub fn install_stop_handler() -> &'static AtomicBool {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    &STOP
+}
+
+pub fn stopped() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+pub struct Progress {
+    enabled: bool,
+    total: Option<f64>,
+    label: &'static str,
+    last_draw: Option<Instant>,
+}
+
+impl Progress {
+    pub fn new(label: &'static str, total: Option<f64>) -> Self {
+        Progress {
+            enabled: std::io::stderr().is_terminal(),
+            total,
+            label,
+            last_draw: None,
+        }
+    }
+
+    pub fn update(&mut self, done: f64, samples: usize) {
+        if !self.enabled
+            || self
+                .last_draw
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last_draw = Some(Instant::now());
+        let line = match self.total {
+            Some(total) if total > 0.0 => {
+                let frac = (done / total).clamp(0.0, 1.0);
+                let width = 30;
+                let full = (frac * width as f64).round() as usize;
+                format!(
+                    "{} [{}{}] {:>5.1}/{:.1} s  {} samples",
+                    self.label,
+                    "#".repeat(full),
+                    "-".repeat(width - full),
+                    done,
+                    total,
+                    samples
+                )
+            }
+            _ => format!("{} {:.1} s  {} samples", self.label, done, samples),
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+    }
+
+    pub fn finish(&mut self) {
+        if self.enabled && self.last_draw.is_some() {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
+    }
+}
+
+/// One step of a run, handed to the command.
+pub struct Tick<'a> {
+    /// Seconds since the first sample of the run.
+    pub t: f64,
+    pub obs: &'a Observation,
+    pub snap: &'a Snapshot,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunEnd {
+    /// Seconds from the first to the last sample.
+    pub covered: f64,
+    pub samples: usize,
+    /// Ctrl-C or SIGTERM.
+    pub interrupted: bool,
+    /// A replayed trace ran out before the duration.
+    pub trace_ended: bool,
+}
+
+/// The engine over one source, stepped by the report commands.
+pub struct Sampler {
+    source: Box<dyn Source>,
+    engine: Engine,
+    replay: bool,
+    /// Seconds between samples on the wall clock (live), or the least trace time between
+    /// samples (replay, only when asked for).
+    interval: Duration,
+    replay_interval: Option<f64>,
+    gpus: Option<Vec<u32>>,
+    pending: Option<Observation>,
+}
+
+impl Sampler {
+    /// Open the configured source. `interval` overrides `sample_interval`.
+    pub fn open(cfg: &Config, interval: Option<Duration>) -> anyhow::Result<Sampler> {
+        let spec = cfg.source_spec()?;
+        let (source, replay, gpus): (Box<dyn Source>, bool, Option<Vec<u32>>) = match &spec {
+            SourceSpec::Replay(files) => {
+                // A trace that cannot be read is a bad --source value.
+                // Without --interval a workflow takes every recorded sample, reports too.
+                let reports = if interval.is_some() {
+                    cfg.replay.report_interval.as_secs_f64()
+                } else {
+                    0.0
+                };
+                let r = ReplaySource::open(files)
+                    .map_err(|e| usage("--source", e.to_string()))?
+                    .with_report_interval(reports);
+                let ids = r.gpu_ids().iter().map(|g| g.index).collect();
+                (Box::new(r), true, Some(ids))
+            }
+            SourceSpec::Sim => (
+                Box::new(SimSource::new(&cfg.sim)),
+                false,
+                Some((0..cfg.sim.gpus.len() as u32).collect()),
+            ),
+            SourceSpec::Nvml => (source::open(cfg)?, false, None),
+        };
+        Ok(Sampler {
+            engine: Engine::new(cfg, source.kind()),
+            source,
+            replay,
+            interval: interval.unwrap_or(cfg.sample_interval),
+            replay_interval: interval.map(|d| d.as_secs_f64()),
+            gpus,
+            pending: None,
+        })
+    }
+
+    pub fn is_replay(&self) -> bool {
+        self.replay
+    }
+
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The GPU indices the source has; NVML is asked with one sample, which the run then uses.
+    pub fn gpu_indices(&mut self) -> Vec<u32> {
+        if let Some(g) = &self.gpus {
+            return g.clone();
+        }
+        let obs = self.source.sample(unix_now());
+        let ids: Vec<u32> = obs.gpus.iter().map(|g| g.id.index).collect();
+        self.pending = Some(obs);
+        self.gpus = Some(ids.clone());
+        ids
+    }
+
+    /// Every index in `--devices` must be a GPU the source has.
+    pub fn check_devices(&mut self, devices: &[u32]) -> anyhow::Result<()> {
+        if devices.is_empty() {
+            return Ok(());
+        }
+        let have = self.gpu_indices();
+        for d in devices {
+            if !have.contains(d) {
+                let list = have
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(usage(
+                    "--devices",
+                    format!(
+                        "no GPU with index {d}; this source has: {}",
+                        if list.is_empty() { "none".into() } else { list }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sample until `limit` seconds have passed (None: until Ctrl-C, or the end of a trace),
+    /// calling `f` after each sample. `f` may break to end the run early.
+    pub fn run(
+        &mut self,
+        limit: Option<f64>,
+        progress_label: Option<&'static str>,
+        mut f: impl FnMut(&Tick) -> ControlFlow<()>,
+    ) -> RunEnd {
+        let mut progress = progress_label.map(|l| Progress::new(l, limit));
+        let mut end = RunEnd::default();
+        let mut start: Option<Time> = None;
+        if self.replay {
+            let mut last_t: Option<Time> = None;
+            loop {
+                if stopped() {
+                    end.interrupted = true;
+                    break;
+                }
+                let Some(next) = self.source.next_time() else {
+                    end.trace_ended = true;
+                    break;
+                };
+                let s = *start.get_or_insert(next);
+                if limit.is_some_and(|d| next - s > d + 1e-9) {
+                    break;
+                }
+                // With --interval, fold the items of each interval into one sample.
+                let t = match (self.replay_interval, last_t) {
+                    (Some(i), Some(l)) if next < l + i => {
+                        let target = l + i;
+                        let target = limit.map(|d| target.min(s + d)).unwrap_or(target);
+                        target.max(next)
+                    }
+                    _ => next,
+                };
+                let obs = self.source.sample(t);
+                last_t = Some(t);
+                self.engine.observe(&obs);
+                let snap = self.engine.snapshot();
+                end.samples += 1;
+                end.covered = t - s;
+                let flow = f(&Tick {
+                    t: t - s,
+                    obs: &obs,
+                    snap: &snap,
+                });
+                if let Some(p) = progress.as_mut() {
+                    p.update(t - s, end.samples);
+                }
+                if flow.is_break() {
+                    break;
+                }
+            }
+        } else {
+            let started = Instant::now();
+            let deadline = limit.map(|d| started + Duration::from_secs_f64(d));
+            let mut schedule = Schedule::new(self.interval);
+            loop {
+                if stopped() {
+                    end.interrupted = true;
+                    break;
+                }
+                let obs = match self.pending.take() {
+                    Some(o) => o,
+                    None => self.source.sample(unix_now()),
+                };
+                let s = *start.get_or_insert(obs.t);
+                self.engine.observe(&obs);
+                let snap = self.engine.snapshot();
+                end.samples += 1;
+                end.covered = obs.t - s;
+                let flow = f(&Tick {
+                    t: obs.t - s,
+                    obs: &obs,
+                    snap: &snap,
+                });
+                if let Some(p) = progress.as_mut() {
+                    p.update(started.elapsed().as_secs_f64(), end.samples);
+                }
+                if flow.is_break() {
+                    break;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                let next = schedule.advance();
+                let wake = match deadline {
+                    Some(d) => next.min(d),
+                    None => next,
+                };
+                while !stopped() {
+                    let left = wake.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(50)));
+                }
+            }
+        }
+        if let Some(p) = progress.as_mut() {
+            p.finish();
+        }
+        end
+    }
+}
