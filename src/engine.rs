@@ -11,9 +11,7 @@ use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, R
 use crate::analysis::trend::{fit_demand, Trend};
 use crate::config::Config;
 use crate::history::{Changes, Series};
-use crate::ingest::report::{
-    Component, DeviceStats, EventKind, Identity, RejectReason, Rejection, Report,
-};
+use crate::model::{Component, DeviceStats, EventKind, Identity, Report};
 use crate::model::{DeviceMemory, GpuIdentity, Observation, Time};
 use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
 
@@ -216,6 +214,23 @@ pub struct Applied {
     pub unlisted: Vec<String>,
     /// Device entries and OOM events that had no effect at GPU level for that reason.
     pub unlisted_items: u64,
+}
+
+/// Why the engine would not take a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It names a GPU this host does not have.
+    UnknownGpu,
+    /// The process table is full and no entry may give way.
+    TableFull,
+}
+
+/// A report the engine would not take, and what to tell its sender.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    pub kind: Refusal,
+    pub message: String,
 }
 
 /// Looks up a process's pod; the Kubernetes attribution plugs in here.
@@ -431,7 +446,7 @@ impl Engine {
     /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
     /// A report naming a GPU this host does not have is refused whole; one from a process NVML
     /// does not list on a GPU is kept as that process's own (see `Trust`).
-    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Rejection> {
+    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Refused> {
         let t = if t.is_finite() { t } else { self.now };
         // An OOM event names its device: the observer fires while the allocator is failing and
         // sends no statistics, so the event may be the first word from that (pid, GPU).
@@ -469,13 +484,13 @@ impl Engine {
             if !self.procs.contains_key(&key) {
                 // NVML would have listed it already: this entry is report-only.
                 if !self.make_room(false) {
-                    return Err(Rejection::new(
-                        RejectReason::TooManyProcesses,
-                        format!(
+                    return Err(Refused {
+                        kind: Refusal::TableFull,
+                        message: format!(
                             "the exporter already tracks {} processes (history.max_processes)",
                             self.cfg.history.max_processes
                         ),
-                    ));
+                    });
                 }
                 let st = self.new_proc(t);
                 self.procs.insert(key, st);
@@ -581,7 +596,7 @@ impl Engine {
         Ok(applied)
     }
 
-    fn unknown_gpu(&self, field: &str, uuid: &str) -> Rejection {
+    fn unknown_gpu(&self, field: &str, uuid: &str) -> Refused {
         const SHOWN: usize = 8;
         let known: Vec<&str> = self
             .gpus
@@ -590,9 +605,9 @@ impl Engine {
             .map(|g| g.id.uuid.as_str())
             .collect();
         let more = if self.gpus.len() > SHOWN { ", ..." } else { "" };
-        Rejection::new(
-            RejectReason::UnknownGpu,
-            if known.is_empty() {
+        Refused {
+            kind: Refusal::UnknownGpu,
+            message: if known.is_empty() {
                 format!("{field}: {uuid} is not a GPU of this host (no GPU has been read yet)")
             } else {
                 format!(
@@ -601,7 +616,7 @@ impl Engine {
                     known.join(", ")
                 )
             },
-        )
+        }
     }
 
     fn reporting(&self, p: &ProcState, now: Time) -> bool {
@@ -1057,7 +1072,6 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::analysis::oom::RiskReason;
-    use crate::ingest::report::DeviceStats;
     use crate::model::{GpuReading, ProcessReading};
 
     fn obs(t: Time, pids: &[u32]) -> Observation {
@@ -1186,7 +1200,7 @@ mod tests {
                 ooms: Some(pid_retries),
                 ..Default::default()
             }],
-            events: vec![crate::ingest::report::Event {
+            events: vec![crate::model::Event {
                 kind: EventKind::Oom,
                 name: "GPU-0".into(),
                 message: None,
@@ -1247,7 +1261,7 @@ mod tests {
         let mut r = oom_report(0);
         r.devices[0].uuid = "GPU-elsewhere".into();
         let err = e.report(7, 1.0, &r).unwrap_err();
-        assert_eq!(err.reason, RejectReason::UnknownGpu);
+        assert_eq!(err.kind, Refusal::UnknownGpu);
         assert!(
             err.message.contains("devices[0].uuid") && err.message.contains("GPU-0"),
             "{err}"
@@ -1272,7 +1286,7 @@ mod tests {
         let mut refused = 0;
         for pid in 100..120 {
             if let Err(r) = e.report(pid, 0.5, &oom_report(0)) {
-                assert_eq!(r.reason, RejectReason::TooManyProcesses);
+                assert_eq!(r.kind, Refusal::TableFull);
                 refused += 1;
             }
         }

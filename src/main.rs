@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // The report commands set up logging themselves (`top` keeps it off the screen).
-    let command = match commands::workflow::dispatch(&cfg, cli.command) {
+    let command = match commands::dispatch(&cfg, cli.command) {
         std::ops::ControlFlow::Break(code) => return code,
         std::ops::ControlFlow::Continue(other) => other,
     };

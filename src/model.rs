@@ -1,7 +1,7 @@
 //! The readings every source produces, in one shape, so that the engine never knows whether a
 //! number came from NVML, the simulator or a replayed trace.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Seconds on the source's clock: Unix time for live sources, trace time for replay.
 /// Analysis only ever looks at these timestamps, never at a wall clock.
@@ -91,7 +91,7 @@ pub struct Observation {
     /// Allocator reports that the source itself produced (simulator, replay). Reports from
     /// real processes arrive through the ingest endpoint instead; both end in the same engine call.
     #[serde(skip)]
-    pub reports: Vec<(u32, crate::ingest::Report)>,
+    pub reports: Vec<(u32, Report)>,
     /// Wall seconds the sample took, for the exporter's own gauge.
     pub duration_seconds: f64,
     /// NVML was initialised again before this sample.
@@ -99,4 +99,99 @@ pub struct Observation {
     /// Panics the NVML reader survived since the previous observation was handed on (a backend
     /// call or a hand-off panicked; the reader went on with the next sample).
     pub reader_restarts: u32,
+}
+
+// Allocator reports: what a training process says about its allocator (docs/ingest.md). The
+// same shapes are the ingest endpoint's wire format, read and checked by `ingest::report`.
+
+/// The version of the report format this build reads.
+pub const REPORT_VERSION: u64 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Identity {
+    #[serde(default)]
+    pub job: Option<String>,
+    #[serde(default)]
+    pub rank: Option<u64>,
+    #[serde(default)]
+    pub local_rank: Option<u64>,
+    #[serde(default)]
+    pub world_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DeviceStats {
+    pub uuid: String,
+    #[serde(default)]
+    pub allocator: Option<String>,
+    pub allocated_bytes: u64,
+    pub reserved_bytes: u64,
+    #[serde(default)]
+    pub active_bytes: Option<u64>,
+    #[serde(default)]
+    pub inactive_split_bytes: Option<u64>,
+    #[serde(default)]
+    pub segments: Option<u64>,
+    #[serde(default)]
+    pub alloc_retries: Option<u64>,
+    #[serde(default)]
+    pub ooms: Option<u64>,
+    #[serde(default)]
+    pub allocated_peak_bytes: Option<u64>,
+    #[serde(default)]
+    pub reserved_peak_bytes: Option<u64>,
+    #[serde(default)]
+    pub largest_free_block_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Phase,
+    Mark,
+    Oom,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub kind: EventKind,
+    pub name: String,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Component {
+    pub component: String,
+    #[serde(default)]
+    pub parameters_bytes: Option<u64>,
+    #[serde(default)]
+    pub gradients_bytes: Option<u64>,
+    #[serde(default)]
+    pub optimizer_bytes: Option<u64>,
+}
+
+/// A validated allocator report. The sender's pid is never part of it: the transport supplies it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Report {
+    pub version: u64,
+    #[serde(default)]
+    pub identity: Identity,
+    pub devices: Vec<DeviceStats>,
+    /// Absent: no news about the phase. `null`: outside any phase now.
+    #[serde(default, deserialize_with = "present")]
+    pub phase: Option<Option<String>>,
+    #[serde(default)]
+    pub events: Vec<Event>,
+    #[serde(default)]
+    pub components: Option<Vec<Component>>,
+}
+
+/// Tell a member that is present (even as `null`) from one that is absent.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }

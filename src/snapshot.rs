@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::analysis::oom::{RiskLevel, RiskReason};
-use crate::ingest::report::{Component, DeviceStats, Identity};
+use crate::model::{Component, DeviceStats, Identity};
 use crate::model::{DeviceMemory, GpuIdentity, Time};
 
 #[derive(Debug, Clone, Serialize, Default)]

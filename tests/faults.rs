@@ -8,13 +8,13 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{free_port, sample_value, BIN};
+use common::{sample_value, Exporter, Launch};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::exporter::encode;
 use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
@@ -434,59 +434,14 @@ fn a_process_that_exits_between_list_and_read_just_disappears() {
 // ---------------------------------------------------------------------------------------------
 // Helpers for the real binary.
 
-struct Exporter {
-    child: Child,
-    port: u16,
-    ingest_port: u16,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// The exporter on the simulator with a config file and TCP ingest as well as the socket.
 fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("s.sock");
-    let cfg = dir.path().join("config.yml");
-    std::fs::write(&cfg, config_yaml).unwrap();
-    let port = free_port();
-    let ingest_port = free_port();
-    let child = Command::new(BIN)
-        .args(["--source", "sim"])
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--web.listen-address")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--ingest.listen-address")
-        .arg(format!("127.0.0.1:{ingest_port}"))
-        .arg("--ingest.socket")
-        .arg(&socket)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the exporter");
-    let e = Exporter {
-        child,
-        port,
-        ingest_port,
-        socket,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok((200, _)) = http_get(port, "/-/ready", Duration::from_secs(2)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the exporter did not get ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    e
+    Exporter::launch(Launch {
+        config_yaml,
+        extra,
+        sample_interval: None,
+        tcp_ingest: true,
+    })
 }
 
 /// Read one HTTP/1.1 response (Content-Length or chunked framing) from a connection.

@@ -69,13 +69,28 @@ pub fn combine(views: &[AllocatorView]) -> (Option<f64>, Option<f64>) {
     (cached, frag)
 }
 
-/// The seeds' bands.
+/// Where a fragmentation ratio turns from one band to the next.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Bands {
+    pub good_below: f64,
+    pub moderate_below: f64,
+    pub serious_below: f64,
+}
+
+/// The seeds' bands, the one place they are written: reports, charts, advice and the risk's
+/// recommendation read them from here (the alert rules carry the same numbers).
+pub const BANDS: Bands = Bands {
+    good_below: 0.15,
+    moderate_below: 0.30,
+    serious_below: 0.40,
+};
+
 pub fn band(ratio: f64) -> &'static str {
-    if ratio < 0.15 {
+    if ratio < BANDS.good_below {
         "good"
-    } else if ratio < 0.30 {
+    } else if ratio < BANDS.moderate_below {
         "moderate"
-    } else if ratio < 0.40 {
+    } else if ratio < BANDS.serious_below {
         "serious"
     } else {
         "severe"

@@ -280,7 +280,9 @@ pub fn recommendation(
     reason: RiskReason,
     fragmentation: Option<f64>,
 ) -> &'static str {
-    if fragmentation.is_some_and(|f| f >= 0.30) && level >= RiskLevel::Medium {
+    if fragmentation.is_some_and(|f| f >= super::fragmentation::BANDS.moderate_below)
+        && level >= RiskLevel::Medium
+    {
         return "Fragmented cache: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, avoid mixing many tensor shapes, call torch.cuda.empty_cache() at phase boundaries";
     }
     match (level, reason) {

@@ -10,7 +10,12 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use super::workflow::ImageKind;
+/// Chart formats, from the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageKind {
+    Png,
+    Svg,
+}
 
 pub const BLUE: RGBColor = RGBColor(31, 119, 180);
 pub const ORANGE: RGBColor = RGBColor(255, 127, 14);

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::profile::{read_report, DeviceProfile, ProfileReport};
-use super::workflow::{self, round, SCHEMA_VERSION};
+use super::schema::{read_report, DeviceProfile, ProfileReport, SCHEMA_VERSION};
+use super::workflow::{self, round};
 use crate::cli::CompareArgs;
-use crate::runtime::stepped::{self};
+use crate::runtime::stepped;
 use crate::units::GIB;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

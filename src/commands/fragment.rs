@@ -10,22 +10,16 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::chart::{self, HLine, Line, Marker, Panel};
+use super::schema;
 use super::workflow::{self, round, selected};
-use crate::analysis::fragmentation::{advice, band};
+use crate::analysis::fragmentation::{advice, band, Bands, BANDS};
 use crate::cli::FragmentArgs;
 use crate::config::Config;
-use crate::ingest::report::EventKind;
+use crate::model::EventKind;
 use crate::runtime::stepped::{self, Sampler};
 
 const MAX_POINTS: usize = 20_000;
 const MAX_MARKERS: usize = 30;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Bands {
-    pub good_below: f64,
-    pub moderate_below: f64,
-    pub serious_below: f64,
-}
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct FragSeries {
@@ -84,7 +78,7 @@ pub struct FragDevice {
 #[derive(Debug, Clone, Serialize)]
 pub struct FragmentReport {
     #[serde(flatten)]
-    pub header: workflow::RunHeader,
+    pub header: schema::RunHeader,
     pub bands: Bands,
     pub devices: BTreeMap<String, FragDevice>,
 }
@@ -173,17 +167,17 @@ pub fn panels(r: &FragmentReport) -> Vec<Panel> {
                 hlines: vec![
                     HLine {
                         y: r.bands.good_below,
-                        label: "0.15 good".into(),
+                        label: format!("{:.2} good", r.bands.good_below),
                         color: chart::GREEN,
                     },
                     HLine {
                         y: r.bands.moderate_below,
-                        label: "0.30 moderate".into(),
+                        label: format!("{:.2} moderate", r.bands.moderate_below),
                         color: chart::YELLOW,
                     },
                     HLine {
                         y: r.bands.serious_below,
-                        label: "0.40 severe".into(),
+                        label: format!("{:.2} severe", r.bands.serious_below),
                         color: chart::RED,
                     },
                 ],
@@ -341,7 +335,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
                         advice(max_f.unwrap_or(0.0))
                     ));
                 }
-                if avg_c.is_some_and(|c| c > 0.3) && f < 0.15 {
+                if avg_c.is_some_and(|c| c > 0.3) && f < BANDS.good_below {
                     adv.push("Much of the cache is free but in whole segments: that is reusable cache, not fragmentation; torch.cuda.empty_cache() would only hand it back to the driver".into());
                 }
             }
@@ -381,12 +375,8 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no GPU memory was read: nothing to report");
     }
     let report = FragmentReport {
-        header: workflow::RunHeader::new("fragment", cfg, &end),
-        bands: Bands {
-            good_below: 0.15,
-            moderate_below: 0.30,
-            serious_below: 0.40,
-        },
+        header: schema::RunHeader::new("fragment", cfg, &end),
+        bands: BANDS,
         devices: out,
     };
     for (path, kind) in &plots {
@@ -409,8 +399,12 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
 
 fn print_table(r: &FragmentReport) {
     println!(
-        "fragmentation of {} over {:.1} s (bands: <0.15 good, <0.30 moderate, <0.40 serious, else severe)",
-        r.header.source, r.header.duration
+        "fragmentation of {} over {:.1} s (bands: <{:.2} good, <{:.2} moderate, <{:.2} serious, else severe)",
+        r.header.source,
+        r.header.duration,
+        r.bands.good_below,
+        r.bands.moderate_below,
+        r.bands.serious_below
     );
     println!(
         "{:<4} {:>6} {:>6} {:>6} {:>8} {:<9} {:>9} {:>8}",

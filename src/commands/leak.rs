@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use super::schema;
 use super::workflow::{self, round, selected};
 use crate::cli::LeakArgs;
 use crate::config::Config;
@@ -90,7 +91,7 @@ pub struct Suspect {
 #[derive(Debug, Clone, Serialize)]
 pub struct LeakReport {
     #[serde(flatten)]
-    pub header: workflow::RunHeader,
+    pub header: schema::RunHeader,
     pub threshold_mib_per_min: f64,
     pub significance: f64,
     /// The worst verdict over all processes.
@@ -371,7 +372,7 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
             verdict: p.verdict,
         });
     let report = LeakReport {
-        header: workflow::RunHeader::new("leak", &cfg, &end),
+        header: schema::RunHeader::new("leak", &cfg, &end),
         threshold_mib_per_min: threshold,
         significance: cfg.analysis.leak_significance,
         verdict: overall,

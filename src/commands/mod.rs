@@ -1,4 +1,12 @@
-//! The subcommands. Each uses the same engine as the exporter.
+//! The faces: each command parses its arguments, asks the runtime (`crate::runtime`) for
+//! samples or reports, and renders what it gets. `serve` is the exporter itself.
+
+use std::ops::ControlFlow;
+use std::process::ExitCode;
+
+use crate::cli::Command;
+use crate::config::Config;
+use crate::runtime::stepped::Usage;
 
 pub mod chart;
 pub mod compare;
@@ -7,7 +15,33 @@ pub mod leak;
 pub mod oom;
 pub mod profile;
 pub mod replay;
+pub mod schema;
 pub mod serve;
 pub mod sweep;
 pub mod top;
 pub mod workflow;
+
+/// Run a report command unless `command` is some other one, which is handed back.
+pub fn dispatch(cfg: &Config, command: Option<Command>) -> ControlFlow<ExitCode, Option<Command>> {
+    let result = match command {
+        Some(Command::Profile(a)) => profile::run(cfg, a),
+        Some(Command::Oom(a)) => oom::run(cfg, a),
+        Some(Command::Leak(a)) => leak::run(cfg, a),
+        Some(Command::Fragment(a)) => fragment::run(cfg, a),
+        Some(Command::Compare(a)) => compare::run(a),
+        Some(Command::Sweep(a)) => sweep::run(a),
+        Some(Command::Top(a)) => top::run(cfg, a),
+        other => return ControlFlow::Continue(other),
+    };
+    ControlFlow::Break(match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gpumem-exporter: {e:#}");
+            if e.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use super::schema;
 use super::workflow::{self, round, selected};
 use crate::analysis::oom::{RiskLevel, RiskReason};
 use crate::analysis::trend::Trend;
@@ -79,7 +80,7 @@ pub struct Thresholds {
 #[derive(Debug, Clone, Serialize)]
 pub struct OomReport {
     #[serde(flatten)]
-    pub header: workflow::RunHeader,
+    pub header: schema::RunHeader,
     pub threshold_percent: Option<f64>,
     pub thresholds: Thresholds,
     pub critical_reached: bool,
@@ -280,7 +281,7 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     }
     let r = &cfg.analysis.risk;
     let report = OomReport {
-        header: workflow::RunHeader::new("oom", &cfg, &end),
+        header: schema::RunHeader::new("oom", &cfg, &end),
         threshold_percent: args.threshold,
         thresholds: Thresholds {
             medium_used_percent: round(r.medium_used_fraction * 100.0, 2),

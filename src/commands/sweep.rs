@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::chart::{self, Heatmap};
-use super::profile::{read_report, ProfileReport};
-use super::workflow::{self, SCHEMA_VERSION};
+use super::schema::{read_report, ProfileReport, SCHEMA_VERSION};
+use super::workflow;
 use crate::cli::SweepArgs;
-use crate::runtime::stepped::{self};
+use crate::runtime::stepped;
 use crate::units::GIB;
 
 #[derive(Debug, Clone, Serialize)]

@@ -7,47 +7,19 @@
 //! sample on the wall clock every `--interval`.
 
 use std::io::Write;
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::cli::{Command, SamplingArgs};
+use super::chart::ImageKind;
+use crate::cli::SamplingArgs;
 use crate::config::{Config, SourceSpec};
-use crate::runtime::stepped::{usage, RunEnd, Usage};
+use crate::runtime::stepped::usage;
 use crate::units::GIB;
 
-/// Version of the JSON shapes written by the report commands (docs/reports.md).
-pub const SCHEMA_VERSION: u32 = 1;
 /// Duration of a live run when `--duration` is not given.
 pub const DEFAULT_DURATION: f64 = 60.0;
-
-/// Run a report command unless `command` is some other one, which is handed back.
-pub fn dispatch(cfg: &Config, command: Option<Command>) -> ControlFlow<ExitCode, Option<Command>> {
-    let result = match command {
-        Some(Command::Profile(a)) => super::profile::run(cfg, a),
-        Some(Command::Oom(a)) => super::oom::run(cfg, a),
-        Some(Command::Leak(a)) => super::leak::run(cfg, a),
-        Some(Command::Fragment(a)) => super::fragment::run(cfg, a),
-        Some(Command::Compare(a)) => super::compare::run(a),
-        Some(Command::Sweep(a)) => super::sweep::run(a),
-        Some(Command::Top(a)) => super::top::run(cfg, a),
-        other => return ControlFlow::Continue(other),
-    };
-    ControlFlow::Break(match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("gpumem-exporter: {e:#}");
-            if e.downcast_ref::<Usage>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    })
-}
 
 /// Fail now, not after the run, when `path` cannot be written.
 pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
@@ -88,13 +60,6 @@ pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
         }
         Err(e) => Err(usage(flag, format!("cannot write {}: {e}", path.display()))),
     }
-}
-
-/// Chart formats, from the file name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageKind {
-    Png,
-    Svg,
 }
 
 pub fn check_plot(path: &Path, flag: &str) -> anyhow::Result<ImageKind> {
@@ -161,30 +126,6 @@ pub fn source_label(cfg: &Config) -> String {
 pub fn round(v: f64, digits: i32) -> f64 {
     let f = 10f64.powi(digits);
     (v * f).round() / f
-}
-
-/// The fields every sampled report (`oom`, `leak`, `fragment`) begins with.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunHeader {
-    pub schema_version: u32,
-    pub kind: &'static str,
-    pub generated_at: String,
-    pub source: String,
-    pub duration: f64,
-    pub interrupted: bool,
-}
-
-impl RunHeader {
-    pub fn new(kind: &'static str, cfg: &Config, end: &RunEnd) -> Self {
-        RunHeader {
-            schema_version: SCHEMA_VERSION,
-            kind,
-            generated_at: now_rfc3339(),
-            source: source_label(cfg),
-            duration: round(end.covered, 3),
-            interrupted: end.interrupted,
-        }
-    }
 }
 
 /// The run's length: `--duration`, else the whole trace (replay) or the default (live).

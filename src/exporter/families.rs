@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use crate::ingest::report::{DeviceStats, RejectReason};
+use crate::ingest::report::RejectReason;
+use crate::model::DeviceStats;
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 

@@ -2,5 +2,3 @@
 
 pub mod report;
 pub mod server;
-
-pub use report::Report;

@@ -1,9 +1,9 @@
 //! The allocator report body (docs/ingest.md): parsing and validation. Pure: bytes in, a
 //! validated report or a rejection that names the field out.
 
-use serde::{Deserialize, Serialize};
+use crate::model::Report;
+pub use crate::model::REPORT_VERSION as SCHEMA_VERSION;
 
-pub const SCHEMA_VERSION: u64 = 1;
 /// 2^53: far beyond any GPU's memory; larger byte counts are absurd, not big.
 pub const MAX_BYTES: u64 = 1 << 53;
 const MAX_DEVICES: usize = 64;
@@ -12,95 +12,6 @@ const MAX_COMPONENTS: usize = 32;
 const MAX_RANK: u64 = 1_000_000;
 /// Allocated above reserved by more than this is an inconsistent report.
 const ALLOCATED_SLACK: u64 = 1 << 20;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Identity {
-    #[serde(default)]
-    pub job: Option<String>,
-    #[serde(default)]
-    pub rank: Option<u64>,
-    #[serde(default)]
-    pub local_rank: Option<u64>,
-    #[serde(default)]
-    pub world_size: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct DeviceStats {
-    pub uuid: String,
-    #[serde(default)]
-    pub allocator: Option<String>,
-    pub allocated_bytes: u64,
-    pub reserved_bytes: u64,
-    #[serde(default)]
-    pub active_bytes: Option<u64>,
-    #[serde(default)]
-    pub inactive_split_bytes: Option<u64>,
-    #[serde(default)]
-    pub segments: Option<u64>,
-    #[serde(default)]
-    pub alloc_retries: Option<u64>,
-    #[serde(default)]
-    pub ooms: Option<u64>,
-    #[serde(default)]
-    pub allocated_peak_bytes: Option<u64>,
-    #[serde(default)]
-    pub reserved_peak_bytes: Option<u64>,
-    #[serde(default)]
-    pub largest_free_block_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    Phase,
-    Mark,
-    Oom,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub kind: EventKind,
-    pub name: String,
-    #[serde(default)]
-    pub message: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Component {
-    pub component: String,
-    #[serde(default)]
-    pub parameters_bytes: Option<u64>,
-    #[serde(default)]
-    pub gradients_bytes: Option<u64>,
-    #[serde(default)]
-    pub optimizer_bytes: Option<u64>,
-}
-
-/// A validated allocator report. The sender's pid is never part of it: the transport supplies it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Report {
-    pub version: u64,
-    #[serde(default)]
-    pub identity: Identity,
-    pub devices: Vec<DeviceStats>,
-    /// Absent: no news about the phase. `null`: outside any phase now.
-    #[serde(default, deserialize_with = "present")]
-    pub phase: Option<Option<String>>,
-    #[serde(default)]
-    pub events: Vec<Event>,
-    #[serde(default)]
-    pub components: Option<Vec<Component>>,
-}
-
-/// Tell a member that is present (even as `null`) from one that is absent.
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}
 
 /// Why a report was refused; the label value of `gpumem_ingest_rejected_total{reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -339,6 +250,7 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::EventKind;
 
     fn ok_body() -> serde_json::Value {
         serde_json::json!({

@@ -19,7 +19,7 @@ use tower::ServiceExt;
 
 use super::report::{self, RejectReason, Rejection};
 use crate::config::IngestConfig;
-use crate::engine::Engine;
+use crate::engine::{Engine, Refusal};
 use crate::model::Time;
 
 pub const REPORT_PATH: &str = "/api/v1/report";
@@ -371,7 +371,13 @@ async fn handle_report(
             }
             (StatusCode::ACCEPTED, Json(answer)).into_response()
         }
-        Err(r) => reject(&st.counters, r),
+        Err(r) => {
+            let reason = match r.kind {
+                Refusal::UnknownGpu => RejectReason::UnknownGpu,
+                Refusal::TableFull => RejectReason::TooManyProcesses,
+            };
+            reject(&st.counters, Rejection::new(reason, r.message))
+        }
     }
 }
 

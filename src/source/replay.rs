@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::Source;
-use crate::ingest::report::{DeviceStats, Event, EventKind, Report, SCHEMA_VERSION};
 use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
+use crate::model::{DeviceStats, Event, EventKind, Report, REPORT_VERSION};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Header {
@@ -338,7 +338,7 @@ impl ReplaySource {
 
 fn torch_report(uuid: &str, tp: &TorchPart) -> Report {
     Report {
-        version: SCHEMA_VERSION,
+        version: REPORT_VERSION,
         devices: vec![DeviceStats {
             uuid: uuid.to_string(),
             allocator: Some("pytorch".into()),
@@ -400,7 +400,7 @@ impl Source for ReplaySource {
                         obs.reports.push((
                             *pid,
                             Report {
-                                version: SCHEMA_VERSION,
+                                version: REPORT_VERSION,
                                 events: vec![Event {
                                     kind,
                                     name: if kind == EventKind::Oom {

@@ -4,7 +4,7 @@
 
 use super::Source;
 use crate::config::{Scenario, SimConfig};
-use crate::ingest::report::{Component, DeviceStats, Event, EventKind, Identity, Report};
+use crate::model::{Component, DeviceStats, Event, EventKind, Identity, Report};
 use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
 
 const MIB: f64 = 1048576.0;

@@ -36,44 +36,96 @@ pub struct Exporter {
     pub child: Child,
     pub port: u16,
     pub socket: PathBuf,
+    /// The TCP ingest port, 0 when TCP ingest is off.
+    pub ingest_port: u16,
     pub dir: tempfile::TempDir,
+}
+
+/// How to start one: the one launcher every test of the binary uses.
+pub struct Launch<'a> {
+    /// The configuration file's text (none when empty).
+    pub config_yaml: &'a str,
+    pub extra: &'a [&'a str],
+    /// `--sample-interval`, unless `extra` gives it.
+    pub sample_interval: Option<&'a str>,
+    /// Plain-HTTP ingest on a free loopback port too.
+    pub tcp_ingest: bool,
+}
+
+impl Default for Launch<'_> {
+    fn default() -> Self {
+        Launch {
+            config_yaml: "",
+            extra: &[],
+            sample_interval: Some("100ms"),
+            tcp_ingest: false,
+        }
+    }
 }
 
 impl Exporter {
     pub fn start(extra: &[&str]) -> Exporter {
-        Self::start_with_config("", extra)
+        Self::launch(Launch {
+            extra,
+            ..Launch::default()
+        })
     }
 
     /// Started with `config_yaml` as its configuration file (none when empty).
     pub fn start_with_config(config_yaml: &str, extra: &[&str]) -> Exporter {
+        Self::launch(Launch {
+            config_yaml,
+            extra,
+            ..Launch::default()
+        })
+    }
+
+    /// On the simulator, with the ingest socket in a fresh folder, serving on a free port; its
+    /// log goes to a file there (`log()`), so that a chatty exporter never blocks on a pipe.
+    pub fn launch(l: Launch) -> Exporter {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("ingest.sock");
         let port = free_port();
         let mut cmd = Command::new(BIN);
-        if !config_yaml.is_empty() {
+        cmd.args(["--source", "sim"]);
+        if !l.config_yaml.is_empty() {
             let cfg = dir.path().join("config.yml");
-            std::fs::write(&cfg, config_yaml).unwrap();
+            std::fs::write(&cfg, l.config_yaml).unwrap();
             cmd.arg("--config").arg(cfg);
         }
+        if let Some(i) = l.sample_interval {
+            cmd.args(["--sample-interval", i]);
+        }
+        let ingest_port = if l.tcp_ingest { free_port() } else { 0 };
+        if l.tcp_ingest {
+            cmd.arg("--ingest.listen-address")
+                .arg(format!("127.0.0.1:{ingest_port}"));
+        }
+        let log = std::fs::File::create(dir.path().join("exporter.log")).unwrap();
         let child = cmd
-            .args(["--source", "sim", "--sample-interval", "100ms"])
             .arg("--web.listen-address")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--ingest.socket")
             .arg(&socket)
-            .args(extra)
+            .args(l.extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(log)
             .spawn()
             .expect("start the exporter");
         let e = Exporter {
             child,
             port,
             socket,
+            ingest_port,
             dir,
         };
         e.wait_ready();
         e
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("exporter.log")).unwrap_or_default()
     }
 
     pub fn url(&self, path: &str) -> String {
