@@ -39,6 +39,8 @@ step "container image (buildah, no daemon)"
 bash tests/docker_build.sh
 step "promtool: rule files and rule unit tests"
 bash tests/e2e/run_promtool.sh
+step "mixin: rules and dashboards are its render, dashboards lint clean"
+bash tests/mixin.sh
 step "top in a real terminal (tmux)"
 bash tests/top_tmux.sh
 step "end-to-end: exporter, Prometheus, Alertmanager"

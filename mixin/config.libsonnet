@@ -1,0 +1,80 @@
+// Every knob of the mixin. Override any of them with
+//   (import 'mixin.libsonnet') + { _config+:: { ... } }
+// The defaults render exactly the files shipped in alerts/ and grafana/.
+{
+  _config+:: {
+    // --- selectors ---------------------------------------------------------------------------
+
+    // The exporter's scrape job. Only GpuMemExporterDown reads `up` and needs it; every other
+    // rule reads metric families that only this exporter exposes, so they need no selector.
+    gpumemSelector: 'job=~".*gpumem.*"',
+
+    // --- OOM risk (the exporter's own levels: 0 low, 1 medium, 2 high, 3 critical) ----------
+    // The forecast thresholds behind the levels live in the exporter's configuration
+    // (`analysis.risk.*`), not here: these only pick which level pages and which warns.
+    oomImminentRiskLevel: 3,
+    // null: no `for`. At a 15 s scrape and evaluation the page already waits up to 30 s, and
+    // a critical forecast leaves about a minute (docs/alerts.md, the delay budget).
+    oomImminentFor: null,
+    oomRiskHighRiskLevel: 2,
+    oomRiskHighFor: '30s',
+
+    // --- leaks -------------------------------------------------------------------------------
+    // The exporter decides what is a leak (gpumem_leak_suspected). A minimum slope here drops
+    // the slow ones from the alert; 0 alerts on every leak the exporter suspects.
+    leakAlertMinSlopeBytesPerMinute: 0,
+    leakFor: '5m',
+    // The dashboard's threshold line on the leak slope (the seeds' leak threshold).
+    leakSlopeWarningBytesPerMinute: 10 * 1024 * 1024,
+
+    // --- fragmentation (share of the free cache that cannot serve a large request) ----------
+    // Seed bands: < moderate good, < serious moderate, < severe serious, >= severe severe.
+    fragmentationModerateRatio: 0.15,
+    fragmentationSeriousRatio: 0.30,  // warning alert
+    fragmentationSevereRatio: 0.40,  // critical alert
+    fragmentationWindow: '5m',
+    // Fragmentation of a small cache cannot starve a large request.
+    fragmentationMinReservedBytes: 1024 * 1024 * 1024,
+    fragmentationFor: '10m',
+
+    // --- allocator retries -------------------------------------------------------------------
+    allocRetriesThreshold: 5,
+    allocRetriesWindow: '5m',
+    allocRetriesFor: '5m',
+
+    // --- imbalance (max / mean of GPUs of a node, nodes of a cluster, ranks of a job) -------
+    imbalanceRatio: 1.5,
+    // GPU and node imbalance only counts while the fullest is above this share of its memory.
+    imbalanceMinUsedRatio: 0.75,
+    // Rank imbalance only counts while the busiest rank holds more than this.
+    imbalanceRankMinBytes: 1024 * 1024 * 1024,
+    imbalanceFor: '15m',
+
+    // --- availability ------------------------------------------------------------------------
+    exporterDownFor: '2m',
+    deviceDownFor: '1m',
+
+    runbookURLPattern: 'https://github.com/gpumem-exporter/gpumem-exporter/blob/main/docs/runbooks/%s.md',
+
+    // --- dashboards --------------------------------------------------------------------------
+    // Stable uids: links and bookmarks survive re-imports. The shipped files are named after
+    // them (grafana/<uid>.json).
+    dashboardUids: {
+      cluster: 'gpumem-cluster',
+      node: 'gpumem-node',
+      process: 'gpumem-process',
+    },
+    dashboardTitlePrefix: 'GPU memory / ',
+    dashboardTags: ['gpumem', 'gpu', 'memory'],
+    // The dashboards link to every dashboard carrying these tags.
+    dashboardLinkTags: ['gpumem'],
+    dashboardRefresh: '30s',
+    dashboardTimeFrom: 'now-1h',
+    dashboardTimezone: '',
+    // Share of a GPU's memory in use: the seeds' OOM warning band.
+    usedRatioWarning: 0.75,
+    usedRatioCritical: 0.85,
+    // Regex of phases entered on every training step: not drawn as phase-change annotations.
+    stepPhases: 'forward|backward|optimizer|step',
+  },
+}
