@@ -54,6 +54,13 @@
     exporterDownFor: '2m',
     deviceDownFor: '1m',
 
+    // --- memory no process accounts for (gpumem_unattributed_bytes) -------------------------
+    // Large: over this many bytes and this share of the GPU. Persistent: for this long (a
+    // process that is starting or exiting holds memory NVML lists a moment later or earlier).
+    unattributedMinBytes: 2 * 1024 * 1024 * 1024,
+    unattributedMinRatio: 0.05,
+    unattributedFor: '15m',
+
     runbookURLPattern: 'https://github.com/gpumem-exporter/gpumem-exporter/blob/main/docs/runbooks/%s.md',
 
     // --- dashboards --------------------------------------------------------------------------

@@ -58,6 +58,9 @@ struct GpuState {
     leak_key: Option<i64>,
     analysis: GpuAnalysis,
     risk: Option<oom::Held>,
+    /// NVML's used bytes less those of the processes it listed, from the latest reading whose
+    /// process list was read.
+    unattributed: Option<u64>,
 }
 
 #[derive(Default, Clone)]
@@ -335,6 +338,7 @@ impl Engine {
                         leak_key: None,
                         analysis: GpuAnalysis::default(),
                         risk: None,
+                        unattributed: None,
                     });
                     self.gpus.len() - 1
                 }
@@ -347,6 +351,11 @@ impl Engine {
             };
             g.used.push(t, m.used as f64);
             g.peak_lifetime = Some(g.peak_lifetime.unwrap_or(0).max(m.used));
+            // A failed process list would make every byte look unattributed.
+            g.unattributed = r.errors.is_empty().then(|| {
+                let listed: u64 = r.processes.iter().map(|p| p.used_bytes).sum();
+                m.used.saturating_sub(listed)
+            });
             let uuid = r.id.uuid.clone();
             let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
             for p in self.procs.iter_mut().filter(|(k, _)| k.1 == uuid) {
@@ -1015,6 +1024,7 @@ impl Engine {
                 leak_suspected: g.analysis.leak_suspected,
                 fragmentation: frag,
                 cached_unallocated: cached,
+                unattributed: g.unattributed.filter(|_| up),
             };
             if let (true, Some(r)) = (up, g.risk) {
                 view.risk = r.level;
@@ -1400,5 +1410,20 @@ mod tests {
             };
             assert_eq!((gpu.risk, gpu.risk_reason), expect, "at t = {i}");
         }
+    }
+
+    #[test]
+    fn memory_no_listed_process_accounts_for_is_unattributed() {
+        let mut e = Engine::new(&Config::default(), "test");
+        // 10 GiB used, one listed process holding 5 GiB.
+        e.observe(&obs(0.0, &[7]));
+        assert_eq!(e.snapshot().gpus[0].unattributed, Some(5 << 30));
+        e.observe(&obs(1.0, &[7, 8]));
+        assert_eq!(e.snapshot().gpus[0].unattributed, Some(0));
+        // Without a process list, nothing can be said.
+        let mut o = obs(2.0, &[]);
+        o.gpus[0].errors.push(crate::model::ErrorKind::NotSupported);
+        e.observe(&o);
+        assert_eq!(e.snapshot().gpus[0].unattributed, None);
     }
 }

@@ -1,3 +1,6 @@
+//! The binary: read the command line into a configuration and hand it to the face the command
+//! names (`serve` when none).
+
 use std::process::ExitCode;
 
 use clap::Parser;

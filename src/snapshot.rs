@@ -41,6 +41,10 @@ pub struct GpuView {
     pub leak_suspected: bool,
     pub fragmentation: Option<f64>,
     pub cached_unallocated: Option<f64>,
+    /// Used memory that no process NVML lists accounts for: contexts of processes NVML cannot
+    /// list (another PID namespace), of dead processes never torn down, leaked IPC handles.
+    /// None while the process list could not be read.
+    pub unattributed: Option<u64>,
 }
 
 impl GpuView {

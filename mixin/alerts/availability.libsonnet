@@ -46,6 +46,24 @@ local u = import '../lib/utils.libsonnet';
               'Its memory metrics are stale or missing, and the other alerts of this GPU are inhibited.',
             ]),
           },
+          {
+            alert: 'GpuMemoryUnattributed',
+            comments:: { expr: |||
+              Used memory that no process NVML lists accounts for: a process in a container
+              without the host's PID namespace, a context left by a dead process, leaked IPC
+              handles. Both bounds: a few GiB on a small GPU, a few percent of a large one.
+            ||| },
+            expr: 'gpumem_unattributed_bytes > %d\nand\ngpumem_unattributed_bytes > %g * gpumem_total_bytes' % [c.unattributedMinBytes, c.unattributedMinRatio],
+            [if c.unattributedFor != null then 'for']: c.unattributedFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'GPU {{ $labels.gpu }} on {{ $labels.instance }} holds memory no listed process accounts for.',
+              runbook_url: c.runbookURLPattern % 'GpuMemoryUnattributed',
+            } + u.description([
+              '{{ $value | humanize1024 }}B of GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} has been in use for ' + u.duration(c.unattributedFor) + ' by no process NVML lists.',
+              'The OOM forecast counts it as taken; it comes back only when whatever holds it lets go.',
+            ]),
+          },
         ],
       },
     ],

@@ -75,9 +75,10 @@ local m = vars.match;
             lib.range('sum by (instance, gpu) (gpumem_process_overhead_bytes{%s})' % m.gpu, 'GPU {{gpu}} overhead'),
           ],
         ) + lib.at(0, 26, 12, 9),
-        lib.timeseries('Driver reservation and free', "NVML `reserved` (the driver's own share) and `free` per GPU.", 'bytes', [
+        lib.timeseries('Driver reservation, free and unattributed', "NVML `reserved` (the driver's own share), `free`, and used memory no listed process accounts for (another PID namespace, a dead process's context, leaked IPC handles) per GPU.", 'bytes', [
           lib.range('gpumem_reserved_bytes{%s}' % m.gpu, 'GPU {{gpu}} driver reserved'),
           lib.range('gpumem_free_bytes{%s}' % m.gpu, 'GPU {{gpu}} free'),
+          lib.range('gpumem_unattributed_bytes{%s}' % m.gpu, 'GPU {{gpu}} unattributed'),
         ]) + lib.at(12, 26, 12, 9),
 
         lib.stateTimeline(

@@ -1,4 +1,5 @@
-//! The exporter: a sampler thread feeding the engine, and the HTTP servers reading snapshots.
+//! `serve`, the exporter itself: binds the web and ingest endpoints, starts the live runtime's
+//! sampler, and stops cleanly on SIGTERM.
 
 use std::sync::Arc;
 use std::time::Duration;

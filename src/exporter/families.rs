@@ -246,6 +246,21 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
     }
     sink.family(
         &gauge(
+            "gpumem_unattributed_bytes",
+            Some("bytes"),
+            "Used memory that no process NVML lists accounts for (processes in another PID namespace, contexts left by dead processes, leaked IPC handles).",
+        ),
+        &|e| {
+            for g in gpus {
+                if let Some(v) = g.unattributed {
+                    e(gpu_labels(g).get(), v as f64)?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &gauge(
             "gpumem_peak_used_bytes",
             Some("bytes"),
             "Highest used memory seen, since the exporter started (window=\"lifetime\") and over a trailing window.",
