@@ -72,7 +72,7 @@ pub struct SourceArgs {
     #[command(flatten)]
     pub pace: PaceArgs,
 
-    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle.
+    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle, mig.
     #[arg(long = "sim.scenarios", value_name = "LIST", value_delimiter = ',')]
     pub sim_scenarios: Option<Vec<String>>,
 }
@@ -494,7 +494,7 @@ impl CommonArgs {
                 let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
                     field: "--sim.scenarios".into(),
                     message: format!(
-                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle"
+                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle, mig"
                     ),
                 })?;
                 gpus.push(SimGpuConfig::new(scenario));

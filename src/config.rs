@@ -243,6 +243,9 @@ pub enum Scenario {
     Churn,
     /// No processes at all.
     Idle,
+    /// The GPU split into MIG instances of different sizes, each its own memory: a steady
+    /// trainer, one that runs out of its instance, small workers, an idle one.
+    Mig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

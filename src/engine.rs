@@ -1093,6 +1093,7 @@ mod tests {
                     uuid: "GPU-0".into(),
                     name: "test".into(),
                     pci_bus_id: String::new(),
+                    mig: None,
                 },
                 memory: Some(DeviceMemory {
                     total: 100 << 30,

@@ -7,13 +7,26 @@ use serde::{Deserialize, Serialize};
 /// Analysis only ever looks at these timestamps, never at a wall clock.
 pub type Time = f64;
 
-/// Identity and descriptive data of one GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Identity and descriptive data of one GPU, or of one MIG instance of a GPU: a memory domain
+/// of its own, which is what runs out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct GpuIdentity {
+    /// NVML's index of the GPU (of the parent GPU, for a MIG instance).
     pub index: u32,
+    /// `GPU-…`, or `MIG-…` for a MIG instance (the uuid CUDA reports inside it).
     pub uuid: String,
     pub name: String,
     pub pci_bus_id: String,
+    pub mig: Option<MigInstance>,
+}
+
+/// Where a MIG instance sits on its parent GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigInstance {
+    /// NVML's GPU instance id on the parent.
+    pub gpu_instance: u32,
+    /// The profile, e.g. `3g.40gb`.
+    pub profile: String,
 }
 
 /// Device memory as NVML's `nvmlDeviceGetMemoryInfo_v2` reports it: total = reserved + used + free.

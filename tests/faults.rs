@@ -63,6 +63,7 @@ impl Backend for Scripted {
             uuid: format!("GPU-fault-{index}"),
             name: "Scripted GPU".into(),
             pci_bus_id: format!("00000000:{index:02X}:00.0"),
+            mig: None,
         })
     }
     fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {

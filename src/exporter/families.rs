@@ -110,8 +110,16 @@ impl<'a> LabelSet<'a> {
 
 use LabelValue::{Int, Str};
 
+/// A GPU's labels; a MIG instance, a memory domain of its own, adds where it sits on its GPU.
 fn gpu_labels(g: &GpuView) -> LabelSet<'_> {
-    LabelSet::of(&[("gpu", Int(g.id.index.into())), ("uuid", Str(&g.id.uuid))])
+    let l = LabelSet::of(&[("gpu", Int(g.id.index.into())), ("uuid", Str(&g.id.uuid))]);
+    match &g.id.mig {
+        Some(m) => l.with(&[
+            ("gpu_instance", Int(m.gpu_instance.into())),
+            ("mig_profile", Str(&m.profile)),
+        ]),
+        None => l,
+    }
 }
 
 fn process_labels(p: &ProcessView) -> LabelSet<'_> {

@@ -165,6 +165,7 @@ impl<B: Backend> Core<B> {
                     uuid: format!("GPU-unknown-{i}"),
                     name: String::new(),
                     pci_bus_id: String::new(),
+                    mig: None,
                 })
             })
             .collect())
@@ -834,6 +835,7 @@ pub mod tests {
                 uuid: format!("GPU-{index}"),
                 name: "Scripted".into(),
                 pci_bus_id: String::new(),
+                mig: None,
             })
         }
         fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {

@@ -9,7 +9,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::device::Backend;
-use crate::model::{DeviceMemory, ErrorKind, GpuIdentity};
+use crate::model::{DeviceMemory, ErrorKind, GpuIdentity, MigInstance};
 
 /// Shown when NVML cannot be loaded at all.
 pub const NO_NVML_HINT: &str =
@@ -24,7 +24,73 @@ pub struct NvmlBackend {
 
 /// Calls take a copy of these and run without the lock: a call that hangs holding it would
 /// make the next initialisation wait for the write lock, and every later call behind that.
-type Installed = (&'static Nvml, Arc<[Device<'static>]>);
+#[derive(Clone)]
+struct Installed {
+    nvml: &'static Nvml,
+    /// Physical GPUs NVML lists.
+    parents: u32,
+    /// The memory domains sampled: each GPU, or each MIG instance of a GPU in MIG mode (a job
+    /// runs out of its instance's memory, not of the GPU's).
+    domains: Arc<[Domain]>,
+}
+
+struct Domain {
+    device: Device<'static>,
+    parent: u32,
+    pci_bus_id: String,
+    mig: Option<MigInstance>,
+}
+
+/// The profile in a MIG device's name (`NVIDIA A100-SXM4-40GB MIG 3g.20gb` -> `3g.20gb`).
+fn mig_profile(name: &str) -> String {
+    name.rsplit_once(" MIG ")
+        .map_or(name, |(_, p)| p)
+        .trim()
+        .to_string()
+}
+
+/// NVML's GPU instance id of a MIG device (nvml-wrapper has no call for it).
+fn gpu_instance_id(nvml: &Nvml, d: &Device<'static>) -> Option<u32> {
+    let f = nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
+    let mut id: std::os::raw::c_uint = 0;
+    // SAFETY: a MIG device handle of this library, and a valid place for the id.
+    let rc = unsafe { f(d.handle(), &mut id) };
+    (rc == 0).then_some(id)
+}
+
+/// The memory domains of GPU `index`: its MIG instances when MIG is on, else the GPU itself.
+fn domains_of(nvml: &'static Nvml, index: u32) -> Result<Vec<Domain>, NvmlError> {
+    let d = nvml.device_by_index(index)?;
+    let pci_bus_id = d.pci_info().map(|p| p.bus_id).unwrap_or_default();
+    // NVML_DEVICE_MIG_ENABLE: only the current mode counts; a pending one needs a reset.
+    if d.mig_mode().is_ok_and(|m| m.current == 1) {
+        let mut out = Vec::new();
+        for slot in 0..d.mig_device_count().unwrap_or(0) {
+            // Slots without an instance answer NotFound.
+            let Ok(m) = d.mig_device_by_index(slot) else {
+                continue;
+            };
+            let profile = mig_profile(&m.name().unwrap_or_default());
+            let gpu_instance = gpu_instance_id(nvml, &m).unwrap_or(slot);
+            out.push(Domain {
+                device: m,
+                parent: index,
+                pci_bus_id: pci_bus_id.clone(),
+                mig: Some(MigInstance {
+                    gpu_instance,
+                    profile,
+                }),
+            });
+        }
+        return Ok(out);
+    }
+    Ok(vec![Domain {
+        device: d,
+        parent: index,
+        pci_bus_id,
+        mig: None,
+    }])
+}
 
 fn kind(e: &NvmlError) -> ErrorKind {
     match e {
@@ -90,12 +156,17 @@ impl NvmlBackend {
         // initialisation's handles, which a shutdown would pull from under them, and after a
         // driver reload nvmlShutdown can hang like any call.
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let count = nvml.device_count().map_err(|e| kind(&e))?;
-        let devices = (0..count)
-            .map(|i| nvml.device_by_index(i))
-            .collect::<Result<Arc<[_]>, _>>()
-            .map_err(|e| kind(&e))?;
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some((nvml, devices));
+        let parents = nvml.device_count().map_err(|e| kind(&e))?;
+        let mut domains = Vec::new();
+        for i in 0..parents {
+            domains.extend(domains_of(nvml, i).map_err(|e| kind(&e))?);
+        }
+        let count = domains.len() as u32;
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Installed {
+            nvml,
+            parents,
+            domains: domains.into(),
+        });
         Ok(count)
     }
 
@@ -106,21 +177,24 @@ impl NvmlBackend {
     fn with<T>(
         &self,
         index: u32,
-        f: impl FnOnce(&Device<'static>) -> Result<T, NvmlError>,
+        f: impl FnOnce(&Domain) -> Result<T, NvmlError>,
     ) -> Result<T, ErrorKind> {
-        let (_, devices) = self.installed().ok_or(ErrorKind::Driver)?;
-        let d = devices.get(index as usize).ok_or(ErrorKind::GpuLost)?;
+        let installed = self.installed().ok_or(ErrorKind::Driver)?;
+        let d = installed
+            .domains
+            .get(index as usize)
+            .ok_or(ErrorKind::GpuLost)?;
         f(d).map_err(|e| kind(&e))
     }
 }
 
 impl Backend for NvmlBackend {
     fn init(&self) -> Result<u32, ErrorKind> {
-        if let Some((nvml, devices)) = self.installed() {
+        if let Some(i) = self.installed() {
             // First call after `open`: reuse what open() installed.
-            if let Ok(n) = nvml.device_count() {
-                if n as usize == devices.len() && devices.iter().all(|d| d.memory_info().is_ok()) {
-                    return Ok(n);
+            if let Ok(n) = i.nvml.device_count() {
+                if n == i.parents && i.domains.iter().all(|d| d.device.memory_info().is_ok()) {
+                    return Ok(i.domains.len() as u32);
                 }
             }
         }
@@ -131,10 +205,11 @@ impl Backend for NvmlBackend {
     fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind> {
         self.with(index, |d| {
             Ok(GpuIdentity {
-                index,
-                uuid: d.uuid()?,
-                name: d.name()?,
-                pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+                index: d.parent,
+                uuid: d.device.uuid()?,
+                name: d.device.name()?,
+                pci_bus_id: d.pci_bus_id.clone(),
+                mig: d.mig.clone(),
             })
         })
     }
@@ -142,7 +217,7 @@ impl Backend for NvmlBackend {
     fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
         self.with(index, |d| {
             // nvml-wrapper's memory_info is nvmlDeviceGetMemoryInfo_v2: used excludes reserved.
-            let m = d.memory_info()?;
+            let m = d.device.memory_info()?;
             Ok(DeviceMemory {
                 total: m.total,
                 reserved: m.reserved,
@@ -155,9 +230,9 @@ impl Backend for NvmlBackend {
     fn processes(&self, index: u32) -> Result<Vec<(u32, u64)>, ErrorKind> {
         self.with(index, |d| {
             let mut out: Vec<(u32, u64)> = Vec::new();
-            let compute = d.running_compute_processes()?;
+            let compute = d.device.running_compute_processes()?;
             // Graphics processes are not supported on every part (compute-only boards).
-            let graphics = d.running_graphics_processes().unwrap_or_default();
+            let graphics = d.device.running_graphics_processes().unwrap_or_default();
             for p in compute.into_iter().chain(graphics) {
                 let used = match p.used_gpu_memory {
                     UsedGpuMemory::Used(b) => b,
@@ -171,5 +246,24 @@ impl Backend for NvmlBackend {
             }
             Ok(out)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mig_profile;
+
+    #[test]
+    fn the_profile_is_the_end_of_a_mig_devices_name() {
+        assert_eq!(mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"), "3g.20gb");
+        assert_eq!(
+            mig_profile("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me"),
+            "1g.10gb+me"
+        );
+        // A name without it is kept whole rather than lost.
+        assert_eq!(
+            mig_profile("NVIDIA H100 80GB HBM3"),
+            "NVIDIA H100 80GB HBM3"
+        );
     }
 }

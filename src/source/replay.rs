@@ -274,6 +274,7 @@ impl ReplaySource {
                                 .unwrap_or_else(|| format!("GPU-replay-{index}")),
                             name: h.gpu.clone().unwrap_or_else(|| "unknown".into()),
                             pci_bus_id: String::new(),
+                            mig: None,
                         },
                         latest: None,
                     });

@@ -5,7 +5,9 @@
 use super::Source;
 use crate::config::{Scenario, SimConfig};
 use crate::model::{Component, DeviceStats, Event, EventKind, Identity, Report};
-use crate::model::{DeviceMemory, GpuIdentity, GpuReading, Observation, ProcessReading, Time};
+use crate::model::{
+    DeviceMemory, GpuIdentity, GpuReading, MigInstance, Observation, ProcessReading, Time,
+};
 
 const MIB: f64 = 1048576.0;
 const GIB: f64 = 1073741824.0;
@@ -27,6 +29,36 @@ struct SimProc {
     leak: f64,
     comm: &'static str,
 }
+
+/// One memory domain: a whole GPU, or one of its MIG instances.
+struct Domain {
+    gpu: usize,
+    /// (position, GPU instance id, profile) of a MIG instance.
+    slot: Option<(usize, u32, &'static str)>,
+    scenario: Scenario,
+    uuid: String,
+    name: String,
+    total: f64,
+    reserved: f64,
+    base_pid: u32,
+    /// Processes of the `processes` and `churn` scenarios.
+    workers: u32,
+}
+
+impl Domain {
+    fn capacity(&self) -> f64 {
+        self.total - self.reserved
+    }
+}
+
+/// The `mig` scenario's instances: (GPU instance id, profile, eighths of the memory, what runs
+/// there).
+const MIG_LAYOUT: [(u32, &str, f64, Scenario); 4] = [
+    (1, "3g.40gb", 4.0, Scenario::Steady),
+    (2, "2g.20gb", 2.0, Scenario::Oom),
+    (3, "1g.10gb", 1.0, Scenario::Processes),
+    (4, "1g.10gb", 1.0, Scenario::Idle),
+];
 
 pub struct SimSource {
     cfg: SimConfig,
@@ -78,10 +110,63 @@ impl SimSource {
         )
     }
 
-    /// The processes of a GPU at elapsed time `e`, with their generation (restarts).
-    fn procs(&self, gpu: usize, e: f64, capacity: f64) -> Vec<SimProc> {
+    /// A MIG instance's uuid: `MIG-` and a uuid of its own, as CUDA reports it inside it.
+    fn mig_uuid(&self, gpu: usize, slot: usize) -> String {
+        let h = mix(self.cfg.seed ^ mix(gpu as u64 + 1) ^ mix(1000 + slot as u64));
+        format!(
+            "MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            (h >> 32) as u32,
+            (h >> 16) as u16,
+            h as u16,
+            (mix(h) >> 48) as u16,
+            mix(h ^ 7) & 0xffff_ffff_ffff
+        )
+    }
+
+    /// The memory domains of a simulated GPU: the GPU itself, or its MIG instances.
+    fn domains(&self, gpu: usize) -> Vec<Domain> {
         let g = &self.cfg.gpus[gpu];
         let base_pid = 1000 + 100 * gpu as u32;
+        if g.scenario != Scenario::Mig {
+            return vec![Domain {
+                gpu,
+                slot: None,
+                scenario: g.scenario,
+                uuid: self.uuid(gpu),
+                name: self.names[gpu].clone(),
+                total: g.total_gib * GIB,
+                reserved: DRIVER_RESERVED,
+                base_pid,
+                workers: g.processes.unwrap_or(8),
+            }];
+        }
+        // Seven slices of an 80 GiB part, each instance its own memory: a steady trainer, one
+        // that runs out of its instance (not of the GPU), small workers, and an idle one.
+        let slice = (g.total_gib * GIB - DRIVER_RESERVED) / 8.0;
+        MIG_LAYOUT
+            .iter()
+            .enumerate()
+            .map(
+                |(slot, &(gpu_instance, profile, slices, scenario))| Domain {
+                    gpu,
+                    slot: Some((slot, gpu_instance, profile)),
+                    scenario,
+                    uuid: self.mig_uuid(gpu, slot),
+                    name: format!("{} MIG {profile}", self.names[gpu]),
+                    total: slices * slice,
+                    reserved: 0.0,
+                    base_pid: base_pid + 20 * (slot as u32 + 1),
+                    workers: 3,
+                },
+            )
+            .collect()
+    }
+
+    /// The processes of one memory domain running `scenario` at elapsed time `e`, with their
+    /// generation (restarts).
+    fn procs(&self, d: &Domain, e: f64) -> Vec<SimProc> {
+        let g = &self.cfg.gpus[d.gpu];
+        let (base_pid, capacity) = (d.base_pid, d.capacity());
         let leak = g.leak_mib_per_min.unwrap_or(300.0) * MIB / 60.0;
         let trainer = |pid, floor: f64, swing: f64, leak| SimProc {
             pid,
@@ -92,8 +177,8 @@ impl SimSource {
             leak,
             comm: "python3",
         };
-        match g.scenario {
-            Scenario::Idle => vec![],
+        match d.scenario {
+            Scenario::Idle | Scenario::Mig => vec![],
             Scenario::Steady => vec![trainer(base_pid, 6.0 * GIB, 4.0 * GIB, 0.0)],
             Scenario::Leak => vec![trainer(base_pid, 4.0 * GIB, 3.0 * GIB, leak)],
             Scenario::Shared => vec![
@@ -104,14 +189,14 @@ impl SimSource {
                 frag: true,
                 ..trainer(base_pid, 3.0 * GIB, 2.0 * GIB, 0.0)
             }],
-            Scenario::Processes => (0..g.processes.unwrap_or(8))
+            Scenario::Processes => (0..d.workers)
                 .map(|i| SimProc {
                     comm: "worker",
                     ..trainer(base_pid * 10 + i, 256.0 * MIB, 128.0 * MIB, 0.0)
                 })
                 .collect(),
             Scenario::Churn => {
-                let n = g.processes.unwrap_or(8);
+                let n = d.workers;
                 (0..n)
                     .map(|i| {
                         // Staggered lifetimes, so some process ends every 20/n s.
@@ -148,9 +233,129 @@ impl SimSource {
         }
     }
 
-    fn local_elapsed(&self, gpu: usize, e: f64) -> f64 {
-        let g = &self.cfg.gpus[gpu];
-        if g.scenario == Scenario::Oom {
+    /// One domain's reading, and the reports of its processes, at elapsed time `e`.
+    fn sample_domain(&self, d: &Domain, e: f64, tick: u64, obs: &mut Observation) {
+        let gi = d.gpu;
+        let (total, capacity) = (d.total, d.capacity());
+        let le = self.local_elapsed(d, e);
+        // Draws and ranks per process: the whole GPU's as they always were, MIG instances'
+        // after them.
+        let stream = |pi: usize| match d.slot {
+            None => gi * 16 + pi,
+            Some((slot, _, _)) => 10_000 + gi * 128 + slot * 16 + pi,
+        };
+        let mut readings = Vec::new();
+        let mut used = 0.0;
+        for (pi, p) in self.procs(d, e).into_iter().enumerate() {
+            let u = unit(self.cfg.seed, stream(pi) as u64, tick);
+            let floor = p.floor + p.leak * le;
+            let allocated = floor + p.swing * u;
+            // A caching allocator keeps the high-water mark of what it needed plus a cache.
+            let mut reserved = floor + p.swing + p.cache;
+            let mut split = 0.05 * (reserved - allocated);
+            let mut largest = 0.8 * (reserved - allocated);
+            if p.frag {
+                // Reserved creeps up between `empty_cache` calls every 60 s and the free
+                // cache is mostly slivers.
+                let since_empty = le % 60.0;
+                reserved = floor + p.swing + 0.5 * GIB + since_empty / 60.0 * 8.0 * GIB;
+                split = 0.6 * (reserved - allocated);
+                largest = 0.25 * (reserved - allocated);
+            }
+            let reserved = reserved
+                .min(capacity - used - CONTEXT_OVERHEAD)
+                .max(allocated);
+            let nvml = reserved + CONTEXT_OVERHEAD;
+            used += nvml;
+            readings.push(ProcessReading {
+                pid: p.pid,
+                used_bytes: nvml as u64,
+                comm: Some(p.comm.to_string()),
+            });
+            let near_limit = used > 0.97 * capacity;
+            let phase = ["forward", "backward", "optimizer"][(tick % 3) as usize];
+            let mut events = vec![Event {
+                kind: EventKind::Phase,
+                name: phase.to_string(),
+                message: None,
+            }];
+            if p.frag && (le % 60.0) < 1.0 {
+                events.push(Event {
+                    kind: EventKind::Mark,
+                    name: "empty_cache".into(),
+                    message: None,
+                });
+            }
+            let retries = if near_limit { (le as u64) / 5 } else { 0 };
+            obs.reports.push((
+                p.pid,
+                Report {
+                    version: 1,
+                    identity: Identity {
+                        job: Some("sim-train".into()),
+                        rank: Some(stream(pi) as u64),
+                        local_rank: Some(stream(pi) as u64),
+                        world_size: None,
+                    },
+                    devices: vec![DeviceStats {
+                        uuid: d.uuid.clone(),
+                        allocator: Some("pytorch".into()),
+                        allocated_bytes: allocated as u64,
+                        reserved_bytes: reserved as u64,
+                        active_bytes: Some(allocated as u64),
+                        inactive_split_bytes: Some(split.max(0.0) as u64),
+                        segments: Some((reserved / (20.0 * MIB)) as u64),
+                        alloc_retries: Some(retries),
+                        ooms: Some(0),
+                        allocated_peak_bytes: Some((floor + p.swing) as u64),
+                        reserved_peak_bytes: Some(reserved as u64),
+                        largest_free_block_bytes: Some(largest.max(0.0) as u64),
+                    }],
+                    phase: Some(Some(phase.to_string())),
+                    events,
+                    components: Some(vec![
+                        Component {
+                            component: "attention".into(),
+                            parameters_bytes: Some((0.3 * p.floor) as u64),
+                            gradients_bytes: Some((0.3 * p.floor) as u64),
+                            optimizer_bytes: Some((0.6 * p.floor) as u64),
+                        },
+                        Component {
+                            component: "mlp".into(),
+                            parameters_bytes: Some((0.1 * p.floor) as u64),
+                            gradients_bytes: Some((0.1 * p.floor) as u64),
+                            optimizer_bytes: Some((0.2 * p.floor) as u64),
+                        },
+                    ]),
+                },
+            ));
+        }
+        let used = used.min(capacity);
+        obs.gpus.push(GpuReading {
+            id: GpuIdentity {
+                index: gi as u32,
+                uuid: d.uuid.clone(),
+                name: d.name.clone(),
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + gi * 0x10),
+                mig: d.slot.map(|(_, gpu_instance, profile)| MigInstance {
+                    gpu_instance,
+                    profile: profile.to_string(),
+                }),
+            },
+            memory: Some(DeviceMemory {
+                total: total as u64,
+                reserved: d.reserved as u64,
+                used: used as u64,
+                free: (capacity - used) as u64,
+            }),
+            processes: readings,
+            errors: vec![],
+        });
+    }
+
+    fn local_elapsed(&self, d: &Domain, e: f64) -> f64 {
+        let g = &self.cfg.gpus[d.gpu];
+        if d.scenario == Scenario::Oom {
             let period = g.ramp_seconds.unwrap_or(150.0) + RESTART_DELAY;
             e - (e / period).floor() * period
         } else {
@@ -172,113 +377,10 @@ impl Source for SimSource {
             t,
             ..Default::default()
         };
-        for (gi, g) in self.cfg.gpus.iter().enumerate() {
-            let total = g.total_gib * GIB;
-            let capacity = total - DRIVER_RESERVED;
-            let le = self.local_elapsed(gi, e);
-            let mut readings = Vec::new();
-            let mut used = 0.0;
-            for (pi, p) in self.procs(gi, e, capacity).into_iter().enumerate() {
-                let u = unit(self.cfg.seed, (gi * 16 + pi) as u64, tick);
-                let floor = p.floor + p.leak * le;
-                let allocated = floor + p.swing * u;
-                // A caching allocator keeps the high-water mark of what it needed plus a cache.
-                let mut reserved = floor + p.swing + p.cache;
-                let mut split = 0.05 * (reserved - allocated);
-                let mut largest = 0.8 * (reserved - allocated);
-                if p.frag {
-                    // Reserved creeps up between `empty_cache` calls every 60 s and the free
-                    // cache is mostly slivers.
-                    let since_empty = le % 60.0;
-                    reserved = floor + p.swing + 0.5 * GIB + since_empty / 60.0 * 8.0 * GIB;
-                    split = 0.6 * (reserved - allocated);
-                    largest = 0.25 * (reserved - allocated);
-                }
-                let reserved = reserved
-                    .min(capacity - used - CONTEXT_OVERHEAD)
-                    .max(allocated);
-                let nvml = reserved + CONTEXT_OVERHEAD;
-                used += nvml;
-                readings.push(ProcessReading {
-                    pid: p.pid,
-                    used_bytes: nvml as u64,
-                    comm: Some(p.comm.to_string()),
-                });
-                let near_limit = used > 0.97 * capacity;
-                let phase = ["forward", "backward", "optimizer"][(tick % 3) as usize];
-                let mut events = vec![Event {
-                    kind: EventKind::Phase,
-                    name: phase.to_string(),
-                    message: None,
-                }];
-                if p.frag && (le % 60.0) < 1.0 {
-                    events.push(Event {
-                        kind: EventKind::Mark,
-                        name: "empty_cache".into(),
-                        message: None,
-                    });
-                }
-                let retries = if near_limit { (le as u64) / 5 } else { 0 };
-                obs.reports.push((
-                    p.pid,
-                    Report {
-                        version: 1,
-                        identity: Identity {
-                            job: Some("sim-train".into()),
-                            rank: Some((gi * 16 + pi) as u64),
-                            local_rank: Some((gi * 16 + pi) as u64),
-                            world_size: None,
-                        },
-                        devices: vec![DeviceStats {
-                            uuid: self.uuid(gi),
-                            allocator: Some("pytorch".into()),
-                            allocated_bytes: allocated as u64,
-                            reserved_bytes: reserved as u64,
-                            active_bytes: Some(allocated as u64),
-                            inactive_split_bytes: Some(split.max(0.0) as u64),
-                            segments: Some((reserved / (20.0 * MIB)) as u64),
-                            alloc_retries: Some(retries),
-                            ooms: Some(0),
-                            allocated_peak_bytes: Some((floor + p.swing) as u64),
-                            reserved_peak_bytes: Some(reserved as u64),
-                            largest_free_block_bytes: Some(largest.max(0.0) as u64),
-                        }],
-                        phase: Some(Some(phase.to_string())),
-                        events,
-                        components: Some(vec![
-                            Component {
-                                component: "attention".into(),
-                                parameters_bytes: Some((0.3 * p.floor) as u64),
-                                gradients_bytes: Some((0.3 * p.floor) as u64),
-                                optimizer_bytes: Some((0.6 * p.floor) as u64),
-                            },
-                            Component {
-                                component: "mlp".into(),
-                                parameters_bytes: Some((0.1 * p.floor) as u64),
-                                gradients_bytes: Some((0.1 * p.floor) as u64),
-                                optimizer_bytes: Some((0.2 * p.floor) as u64),
-                            },
-                        ]),
-                    },
-                ));
+        for gi in 0..self.cfg.gpus.len() {
+            for d in self.domains(gi) {
+                self.sample_domain(&d, e, tick, &mut obs);
             }
-            let used = used.min(capacity);
-            obs.gpus.push(GpuReading {
-                id: GpuIdentity {
-                    index: gi as u32,
-                    uuid: self.uuid(gi),
-                    name: self.names[gi].clone(),
-                    pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + gi * 0x10),
-                },
-                memory: Some(DeviceMemory {
-                    total: total as u64,
-                    reserved: DRIVER_RESERVED as u64,
-                    used: used as u64,
-                    free: (capacity - used) as u64,
-                }),
-                processes: readings,
-                errors: vec![],
-            });
         }
         obs
     }
