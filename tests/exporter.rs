@@ -54,8 +54,13 @@ fn serves_every_raw_gauge_for_several_gpus() {
 
 #[test]
 fn promtool_finds_nothing_to_complain_about() {
-    let e = Exporter::start(&[]);
+    // Every scenario, MIG instances included.
+    let e = Exporter::start(&[
+        "--sim.scenarios",
+        "steady,leak,oom,frag,shared,processes,churn,idle,mig",
+    ]);
     let m = e.metrics();
+    assert!(m.contains("mig_profile=\"2g.20gb\""), "MIG instances served");
     let mut p = Command::new(promtool())
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
