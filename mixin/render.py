@@ -32,6 +32,8 @@ import time
 
 import yaml
 
+from lint import lint_dashboards  # noqa: E402  (beside this file)
+
 MIXIN_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(MIXIN_DIR)
 # Everything the mixin renders is shipped in these places; --check also fails on a file there
@@ -41,9 +43,6 @@ SHIPPED_GLOBS = ("alerts/*.yaml", "grafana/*.json")
 WIDTH = 100
 # Per file; a longer diff is a reformatting, not an edit to read line by line.
 MAX_DIFF_LINES = 400
-DS_REF = {"type": "prometheus", "uid": "${datasource}"}
-BUILTIN_ANNOTATION_DS = {"type": "grafana", "uid": "-- Grafana --"}
-UID_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
 # --- evaluation ------------------------------------------------------------------------------
@@ -202,107 +201,6 @@ def rule_yaml(rules):
 
 def dashboard_json(dashboard):
     return json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-# --- dashboard lint --------------------------------------------------------------------------
-
-
-def walk_panels(panels):
-    for p in panels or []:
-        yield p
-        yield from walk_panels(p.get("panels"))
-
-
-def datasource_refs(node, where=""):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "datasource":
-                yield where + "." + k, v
-            else:
-                yield from datasource_refs(v, where + "." + k)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from datasource_refs(v, f"{where}[{i}]")
-
-
-def lint_dashboards(dashboards, config, file_named_after_uid):
-    """Problems of the rendered dashboards ({path: dashboard}), as sentences."""
-    problems = []
-    uids = {}
-    configured = set((config.get("dashboardUids") or {}).values())
-    for path, dash in sorted(dashboards.items()):
-        name = os.path.basename(path)
-
-        def bad(msg, name=name):
-            problems.append(f"{name}: {msg}")
-
-        uid = dash.get("uid")
-        if not isinstance(uid, str) or not UID_RE.match(uid):
-            bad(f"uid {uid!r} is not 1-40 characters of [A-Za-z0-9_-]")
-        elif uid not in configured:
-            bad(f"uid {uid!r} is not one of _config.dashboardUids: set it in the mixin, never generate it")
-        elif uid in uids:
-            bad(f"uid {uid!r} also used by {uids[uid]}")
-        else:
-            uids[uid] = name
-        if file_named_after_uid and uid != name[: -len(".json")]:
-            bad(f"uid {uid!r} differs from the file name (the shipped files are named after their uids)")
-        if dash.get("id") is not None:
-            bad("`id` must be null (import-ready)")
-        variables = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
-        ds = variables.get("datasource")
-        if not ds or ds.get("type") != "datasource" or ds.get("query") != "prometheus":
-            bad("no template variable `datasource` of type datasource with query prometheus")
-        for vname, v in variables.items():
-            if v.get("type") == "query" and v.get("datasource") != DS_REF:
-                bad(f"variable {vname}: datasource {v.get('datasource')!r} is not {DS_REF}")
-        panels = list(walk_panels(dash.get("panels")))
-        if not panels:
-            bad("no panels")
-        ids = [p.get("id") for p in panels]
-        if len(ids) != len(set(ids)):
-            bad("panel ids are not unique")
-        cells = {}
-        for p in panels:
-            title = p.get("title") or f"panel {p.get('id')}"
-            grid = p.get("gridPos") or {}
-            if not all(isinstance(grid.get(k), int) for k in "xywh"):
-                bad(f"panel {title!r}: no gridPos")
-            else:
-                if grid["x"] + grid["w"] > 24:
-                    bad(f"panel {title!r}: wider than the 24-column grid")
-                for x in range(grid["x"], grid["x"] + grid["w"]):
-                    for y in range(grid["y"], grid["y"] + grid["h"]):
-                        if (x, y) in cells:
-                            bad(f"panel {title!r} overlaps panel {cells[(x, y)]!r}")
-                            break
-                        cells[(x, y)] = title
-                    else:
-                        continue
-                    break
-            if p.get("type") in ("row", "text"):
-                continue
-            unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
-            if not isinstance(unit, str) or not unit:
-                bad(f"panel {title!r}: no fieldConfig.defaults.unit")
-            if p.get("datasource") != DS_REF:
-                bad(f"panel {title!r}: datasource {p.get('datasource')!r} is not {DS_REF}")
-            targets = p.get("targets") or []
-            if not targets:
-                bad(f"panel {title!r}: no targets")
-            for t in targets:
-                if t.get("datasource") != DS_REF:
-                    bad(f"panel {title!r} target {t.get('refId')}: datasource {t.get('datasource')!r} is not {DS_REF}")
-                if not t.get("expr"):
-                    bad(f"panel {title!r} target {t.get('refId')}: no expr")
-        for a in dash.get("annotations", {}).get("list", []):
-            expected = BUILTIN_ANNOTATION_DS if a.get("builtIn") else DS_REF
-            if a.get("datasource") != expected:
-                bad(f"annotation {a.get('name')!r}: datasource {a.get('datasource')!r} is not {expected}")
-        for where, value in datasource_refs(dash):
-            if value not in (DS_REF, BUILTIN_ANNOTATION_DS):
-                bad(f"hard-coded datasource at {where}: {value!r}")
-    return problems
 
 
 # --- main ------------------------------------------------------------------------------------

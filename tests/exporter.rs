@@ -60,7 +60,10 @@ fn promtool_finds_nothing_to_complain_about() {
         "steady,leak,oom,frag,shared,processes,churn,idle,mig",
     ]);
     let m = e.metrics();
-    assert!(m.contains("mig_profile=\"2g.20gb\""), "MIG instances served");
+    assert!(
+        m.contains("mig_profile=\"2g.20gb\""),
+        "MIG instances served"
+    );
     let mut p = Command::new(promtool())
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

@@ -4,7 +4,7 @@
 //! `GPUMEM_BLESS=1 cargo test --test golden_metrics`, in the same commit as the change (and
 //! docs/metrics.md, the dashboards and the rules where a metric changed).
 
-use gpumem_exporter::config::{Config, Scenario, SimGpuConfig};
+use gpumem_exporter::config::Config;
 use gpumem_exporter::engine::Engine;
 use gpumem_exporter::exporter::encode;
 use gpumem_exporter::runtime::telemetry::Counters;
@@ -12,18 +12,9 @@ use gpumem_exporter::source::sim::SimSource;
 use gpumem_exporter::source::Source;
 
 fn exposition() -> String {
+    // The simulator's default GPUs: steady, leak, oom, frag, shared.
     let mut cfg = Config::default();
     cfg.sim.seed = 7;
-    cfg.sim.gpus = [
-        Scenario::Steady,
-        Scenario::Leak,
-        Scenario::Oom,
-        Scenario::Frag,
-        Scenario::Shared,
-    ]
-    .into_iter()
-    .map(SimGpuConfig::new)
-    .collect();
     let mut src = SimSource::new(&cfg.sim);
     let mut engine = Engine::new(&cfg, "sim");
     let counters = Counters::default();

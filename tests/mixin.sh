@@ -21,31 +21,9 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-VENV="${GPUMEM_VENV:-.venv-test}"
-PYTHON="${PYTHON:-python3}"
-
-apt_install() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "mixin.sh: not root, cannot apt-get install $*" >&2
-        exit 1
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
-
-make_venv() {
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
-}
-
-if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
-    if ! make_venv; then
-        echo "mixin.sh: '$PYTHON -m venv' failed; installing python3-venv" >&2
-        apt_install python3-venv
-        make_venv
-    fi
-fi
+# shellcheck source=tests/venv.sh
+. tests/venv.sh
+ensure_venv
 
 pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" 'pyyaml>=6'

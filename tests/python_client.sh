@@ -8,27 +8,9 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-VENV="${GPUMEM_VENV:-.venv-test}"
-PYTHON="${PYTHON:-python3}"
-
-make_venv() {
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
-}
-
-if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
-    if ! make_venv; then
-        echo "python_client.sh: '$PYTHON -m venv' failed; installing python3-venv" >&2
-        if [ "$(id -u)" -ne 0 ]; then
-            echo "python_client.sh: not root, cannot apt-get install python3-venv" >&2
-            exit 1
-        fi
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq python3-venv >/dev/null
-        make_venv
-    fi
-fi
+# shellcheck source=tests/venv.sh
+. tests/venv.sh
+ensure_venv
 
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e clients/python

@@ -30,6 +30,18 @@ struct SimProc {
     comm: &'static str,
 }
 
+/// A uuid in NVML's form (`GPU-…`, `MIG-…`) drawn from `h`.
+fn uuid_from(prefix: &str, h: u64) -> String {
+    format!(
+        "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        (h >> 32) as u32,
+        (h >> 16) as u16,
+        h as u16,
+        (mix(h) >> 48) as u16,
+        mix(h ^ 7) & 0xffff_ffff_ffff
+    )
+}
+
 /// One memory domain: a whole GPU, or one of its MIG instances.
 struct Domain {
     gpu: usize,
@@ -99,27 +111,14 @@ impl SimSource {
     }
 
     fn uuid(&self, gpu: usize) -> String {
-        let h = mix(self.cfg.seed ^ mix(gpu as u64 + 1));
-        format!(
-            "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            (h >> 32) as u32,
-            (h >> 16) as u16,
-            h as u16,
-            (mix(h) >> 48) as u16,
-            mix(h ^ 7) & 0xffff_ffff_ffff
-        )
+        uuid_from("GPU", mix(self.cfg.seed ^ mix(gpu as u64 + 1)))
     }
 
     /// A MIG instance's uuid: `MIG-` and a uuid of its own, as CUDA reports it inside it.
     fn mig_uuid(&self, gpu: usize, slot: usize) -> String {
-        let h = mix(self.cfg.seed ^ mix(gpu as u64 + 1) ^ mix(1000 + slot as u64));
-        format!(
-            "MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            (h >> 32) as u32,
-            (h >> 16) as u16,
-            h as u16,
-            (mix(h) >> 48) as u16,
-            mix(h ^ 7) & 0xffff_ffff_ffff
+        uuid_from(
+            "MIG",
+            mix(self.cfg.seed ^ mix(gpu as u64 + 1) ^ mix(1000 + slot as u64)),
         )
     }
 

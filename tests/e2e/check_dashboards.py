@@ -28,12 +28,12 @@ import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "mixin"))
+from lint import lint_dashboards, walk_panels  # noqa: E402
 DASH_DIR = os.path.join(ROOT, "grafana")
 METRICS_DOC = os.path.join(ROOT, "docs", "metrics.md")
 RULES = os.path.join(ROOT, "alerts", "gpumem-rules.yaml")
 
-DS_REF = {"type": "prometheus", "uid": "${datasource}"}
-BUILTIN_ANNOTATION_DS = {"type": "grafana", "uid": "-- Grafana --"}
 # Grafana's own variables, replaced by durations that suit a 1 s scrape interval too.
 BUILTIN_VARS = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m", "__interval_ms": "15000",
                 "__range_s": "300"}
@@ -64,12 +64,6 @@ def documented_metrics():
 def recorded_series():
     with open(RULES, encoding="utf-8") as f:
         return set(re.findall(r"^\s*-?\s*record:\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*$", f.read(), re.M))
-
-
-def walk_panels(panels):
-    for p in panels or []:
-        yield p
-        yield from walk_panels(p.get("panels"))
 
 
 def variables(dash):
@@ -137,68 +131,34 @@ def extract_queries(paths=None, overrides=None):
 
 def check(paths=None):
     problems = []
-    uids = {}
     known = documented_metrics() | recorded_series() | EXTRA_METRICS
     paths = paths or dashboard_files()
     if len(paths) < 3:
         problems.append(f"expected at least 3 dashboards in grafana/, found {len(paths)}")
+    dashboards = {}
     for path in paths:
         name = os.path.basename(path)
         try:
             with open(path, encoding="utf-8") as f:
-                dash = json.load(f)
+                dashboards[path] = json.load(f)
         except (OSError, ValueError) as e:
             problems.append(f"{name}: not valid JSON: {e}")
-            continue
+    # The structure (uids, data sources, units, grid): the mixin's lint, the one implementation.
+    problems += lint_dashboards(dashboards, None, file_named_after_uid=True)
+    for path, dash in dashboards.items():
+        name = os.path.basename(path)
 
         def bad(msg):
             problems.append(f"{name}: {msg}")
 
-        uid = dash.get("uid")
-        if not uid:
-            bad("no uid")
-        elif uid != name[:-len(".json")]:
-            bad(f"uid {uid!r} differs from the file name (keep uids stable: uid = file name)")
-        elif uid in uids:
-            bad(f"uid {uid!r} also used by {uids[uid]}")
-        else:
-            uids[uid] = name
         if not isinstance(dash.get("schemaVersion"), int) or dash["schemaVersion"] < 39:
             bad(f"schemaVersion {dash.get('schemaVersion')!r} < 39")
-        if dash.get("id") not in (None,):
-            bad("dashboard `id` must be null in an import-ready file")
         dv = variables(dash)
-        ds = dv.get("datasource")
-        if not ds or ds.get("type") != "datasource" or ds.get("query") != "prometheus":
-            bad("no template variable `datasource` of type datasource with query prometheus")
-        for vname, v in dv.items():
-            if v.get("type") == "query" and v.get("datasource") != DS_REF:
-                bad(f"variable {vname}: datasource {v.get('datasource')!r} is not {DS_REF}")
         panels = list(walk_panels(dash.get("panels")))
-        if not panels:
-            bad("no panels")
-        ids = [p.get("id") for p in panels]
-        if len(ids) != len(set(ids)):
-            bad("panel ids are not unique")
         for p in panels:
             title = p.get("title", f"panel {p.get('id')}")
-            if p.get("type") == "row":
-                continue
-            unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
-            if not isinstance(unit, str) or not unit:
-                bad(f"panel {title!r}: no fieldConfig.defaults.unit")
-            if p.get("datasource") != DS_REF:
-                bad(f"panel {title!r}: datasource {p.get('datasource')!r} is not {DS_REF}")
-            targets = p.get("targets") or []
-            if not targets:
-                bad(f"panel {title!r}: no targets")
-            for t in targets:
-                if t.get("datasource") != DS_REF:
-                    bad(f"panel {title!r} target {t.get('refId')}: datasource {t.get('datasource')!r} is not {DS_REF}")
-                expr = t.get("expr")
-                if not expr:
-                    bad(f"panel {title!r} target {t.get('refId')}: no expr")
-                    continue
+            for t in p.get("targets") or []:
+                expr = t.get("expr") or ""
                 for m in VAR_RE.finditer(expr):
                     vn = m.group(1) or m.group(2) or m.group(3)
                     if vn not in dv and vn not in BUILTIN_VARS:
@@ -208,31 +168,11 @@ def check(paths=None):
                         bad(f"panel {title!r}: metric {metric!r} is neither in docs/metrics.md nor recorded")
         for a in dash.get("annotations", {}).get("list", []):
             if a.get("builtIn"):
-                if a.get("datasource") != BUILTIN_ANNOTATION_DS:
-                    bad(f"built-in annotation with datasource {a.get('datasource')!r}")
                 continue
-            if a.get("datasource") != DS_REF:
-                bad(f"annotation {a.get('name')!r}: datasource {a.get('datasource')!r} is not {DS_REF}")
             for metric in metric_names(a.get("expr", "")):
                 if metric not in known:
                     bad(f"annotation {a.get('name')!r}: metric {metric!r} unknown")
-        # Nothing anywhere may name a concrete data source.
-        for where, value in find_datasources(dash):
-            if value not in (DS_REF, BUILTIN_ANNOTATION_DS):
-                bad(f"hard-coded datasource at {where}: {value!r}")
     return problems
-
-
-def find_datasources(node, where=""):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == "datasource":
-                yield where + "." + k, v
-            else:
-                yield from find_datasources(v, where + "." + k)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from find_datasources(v, f"{where}[{i}]")
 
 
 def main():
