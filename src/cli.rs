@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, ConfigError, SimGpuConfig};
+use crate::config::{Config, ConfigError, SimGpuConfig, SourceSpec};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -443,7 +443,7 @@ impl CommonArgs {
             None => Config::default(),
         };
         if let Some(v) = &src.source {
-            c.source = v.clone();
+            c.source = SourceSpec::parse(v).map_err(|e| self.name_flag(e))?;
         }
         if let Some(v) = src.pace.sample_interval {
             c.sample_interval = v;
@@ -560,7 +560,7 @@ mod tests {
         .unwrap()
         .effective_config()
         .unwrap();
-        assert_eq!(c.source, "sim");
+        assert_eq!(c.source, SourceSpec::Sim);
         assert_eq!(c.sample_interval, Duration::from_millis(250));
         assert_eq!(c.web.listen_address, "127.0.0.1:1");
     }
@@ -586,12 +586,12 @@ mod tests {
     fn a_commands_flags_win_and_source_flags_before_it_still_count() {
         let c = config(&["--source", "sim", "oom", "--sample-interval", "2s"]).unwrap();
         assert_eq!(
-            (c.source.as_str(), c.sample_interval),
+            (c.source.kind(), c.sample_interval),
             ("sim", Duration::from_secs(2))
         );
         let c = config(&["--sample-interval", "3s", "serve", "--source", "sim"]).unwrap();
         assert_eq!(
-            (c.source.as_str(), c.sample_interval),
+            (c.source.kind(), c.sample_interval),
             ("sim", Duration::from_secs(3))
         );
         let c = config(&["--log.format", "json", "top", "--replay.speed", "4"]).unwrap();

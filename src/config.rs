@@ -12,8 +12,8 @@ use crate::units;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub web: WebConfig,
-    /// `nvml`, `sim`, or `replay:<file>[,<file>...]`.
-    pub source: String,
+    /// `nvml`, `sim`, or `replay:<file>[,<file>...]`, parsed once, where it is read.
+    pub source: SourceSpec,
     #[serde(with = "humantime_serde")]
     pub sample_interval: Duration,
     pub log_level: String,
@@ -290,7 +290,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             web: WebConfig::default(),
-            source: "nvml".into(),
+            source: SourceSpec::Nvml,
             sample_interval: Duration::from_secs(1),
             log_level: "info".into(),
             log_format: "logfmt".into(),
@@ -447,8 +447,9 @@ fn err(field: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Which source to sample, parsed from `source`.
-#[derive(Debug, Clone, PartialEq)]
+/// Which source to sample: the `source` key and `--source`, written as a string.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum SourceSpec {
     Nvml,
     Sim,
@@ -495,6 +496,32 @@ impl SourceSpec {
     }
 }
 
+impl TryFrom<String> for SourceSpec {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        SourceSpec::parse(&s).map_err(|e| e.message)
+    }
+}
+
+impl From<SourceSpec> for String {
+    fn from(s: SourceSpec) -> String {
+        s.to_string()
+    }
+}
+
+impl std::fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceSpec::Replay(files) => {
+                let files: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "replay:{}", files.join(","))
+            }
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
 impl Config {
     /// Parse a YAML document; errors name the field path.
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
@@ -523,13 +550,8 @@ impl Config {
         serde_yaml_ng::to_string(self).expect("config serialises")
     }
 
-    pub fn source_spec(&self) -> Result<SourceSpec, ConfigError> {
-        SourceSpec::parse(&self.source)
-    }
-
     /// Everything a value's type cannot say: ranges and relations between fields.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.source_spec()?;
         if self.sample_interval < units::MIN_INTERVAL || self.sample_interval > units::MAX_INTERVAL
         {
             return Err(err(

@@ -106,8 +106,8 @@ pub fn now_rfc3339() -> String {
 
 /// The source as the report names it: `nvml`, `sim` or `replay:<file names>`.
 pub fn source_label(cfg: &Config) -> String {
-    match cfg.source_spec() {
-        Ok(SourceSpec::Replay(files)) => format!(
+    match &cfg.source {
+        SourceSpec::Replay(files) => format!(
             "replay:{}",
             files
                 .iter()
@@ -118,8 +118,7 @@ pub fn source_label(cfg: &Config) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-        Ok(s) => s.kind().to_string(),
-        Err(_) => cfg.source.clone(),
+        other => other.kind().to_string(),
     }
 }
 

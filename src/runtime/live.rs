@@ -22,8 +22,8 @@ pub fn unix_now() -> Time {
 /// The source's clock: Unix time for live sources; for replay, trace time running at
 /// `replay.speed` from the trace's start.
 pub fn source_clock(cfg: &Config) -> Arc<dyn Fn() -> Time + Send + Sync> {
-    match cfg.source_spec() {
-        Ok(SourceSpec::Replay(_)) => {
+    match cfg.source {
+        SourceSpec::Replay(_) => {
             let started = Instant::now();
             let speed = cfg.replay.speed;
             Arc::new(move || started.elapsed().as_secs_f64() * speed)

@@ -150,8 +150,8 @@ pub struct Sampler {
 impl Sampler {
     /// Open the configured source. `interval` overrides `sample_interval`.
     pub fn open(cfg: &Config, interval: Option<Duration>) -> anyhow::Result<Sampler> {
-        let spec = cfg.source_spec()?;
-        let (source, replay, gpus): (Box<dyn Source>, bool, Option<Vec<u32>>) = match &spec {
+        let spec = &cfg.source;
+        let (source, replay, gpus): (Box<dyn Source>, bool, Option<Vec<u32>>) = match spec {
             SourceSpec::Replay(files) => {
                 // A trace that cannot be read is a bad --source value.
                 // Without --interval a workflow takes every recorded sample, reports too.

@@ -41,10 +41,10 @@ pub fn run_plain<S: Source + ?Sized>(source: &mut S, mut pace: Pace) {
 
 /// Open the configured source.
 pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
-    Ok(match cfg.source_spec()? {
+    Ok(match &cfg.source {
         SourceSpec::Sim => Box::new(sim::SimSource::new(&cfg.sim)),
         SourceSpec::Replay(files) => Box::new(
-            replay::ReplaySource::open(&files)?
+            replay::ReplaySource::open(files)?
                 .with_report_interval(cfg.replay.report_interval.as_secs_f64()),
         ),
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
