@@ -80,6 +80,8 @@ struct ProcState {
     last_listed: Option<Time>,
     listed_now: bool,
     last_report: Option<Time>,
+    /// Its first report: a process reports a moment before NVML lists it.
+    first_report: Option<Time>,
     nvml_used: Option<u64>,
     nvml_series: Series,
     alloc: Option<DeviceStats>,
@@ -130,6 +132,7 @@ impl ProcState {
             last_listed: None,
             listed_now: false,
             last_report: None,
+            first_report: None,
             nvml_used: None,
             nvml_series: shape.series(),
             alloc: None,
@@ -209,7 +212,7 @@ impl Trust {
 }
 
 /// What became of an accepted report.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Applied {
     /// GPUs the report spoke of where NVML does not list the sender: its numbers are kept as
     /// the process's own, with no effect on the GPU's risk, forecast, fragmentation or
@@ -217,6 +220,9 @@ pub struct Applied {
     pub unlisted: Vec<String>,
     /// Device entries and OOM events that had no effect at GPU level for that reason.
     pub unlisted_items: u64,
+    /// How long the sender has been reporting on those GPUs: a process that has just started
+    /// is listed at the next sample, one that stays unlisted longer than the grace is not.
+    pub unlisted_for: f64,
 }
 
 /// Why the engine would not take a report.
@@ -513,9 +519,11 @@ impl Engine {
                 .get_mut(&(pid, d.uuid.clone()))
                 .expect("inserted above");
             let vouched = trust.vouches(st, t);
+            let first = *st.first_report.get_or_insert(t);
             if !vouched {
                 applied.unlisted.push(d.uuid.clone());
                 applied.unlisted_items += 1;
+                applied.unlisted_for = applied.unlisted_for.max(t - first);
             }
             st.last_report = Some(t);
             st.alloc_series.push(t, d.allocated_bytes as f64);
@@ -1230,6 +1238,7 @@ mod tests {
         for (i, n) in [(5, 0), (6, 5), (7, 50)] {
             let a = e.report(99, i as f64, &oom_report(n)).unwrap();
             assert_eq!(a.unlisted, vec!["GPU-0".to_string()]);
+            assert_eq!(a.unlisted_for, i as f64 - 5.0, "reporting since t = 5");
             e.observe(&obs(i as f64 + 0.5, &[7]));
         }
         let snap = e.snapshot();

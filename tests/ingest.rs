@@ -275,9 +275,18 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
         sample_value(&m, "gpumem_ingest_unlisted_total", &[]),
         Some(6.0)
     );
+    // Within the listing grace a process may just be starting: no warning yet.
+    assert!(!e.log().contains("ingest.listing_grace"), "{}", e.log());
 
     // The control: the same reports, trusted, do page. Without it this test could pass with
     // OOM events ignored altogether.
+    // Past the grace it is worth a warning (once per process).
+    let strict =
+        Exporter::start_with_config(&format!("{IDLE_GPU}ingest:\n  listing_grace: 0s\n"), &[]);
+    let _ = forge_ooms(&strict);
+    let warned = strict.log().matches("ingest.listing_grace").count();
+    assert_eq!(warned, 1, "{}", strict.log());
+
     let trusting = Exporter::start_with_config(&format!("{IDLE_GPU}{TRUST_REPORTS}"), &[]);
     let (uuid, m, _) = forge_ooms(&trusting);
     assert_eq!(gpu_risk(&m, &uuid), 3.0, "trusted OOM reports must page");

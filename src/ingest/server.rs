@@ -68,6 +68,9 @@ pub struct Limits {
     pub max_connections_per_process: usize,
     pub idle_timeout: Duration,
     pub read_timeout: Duration,
+    /// `ingest.listing_grace`: how long a reporting process may go unlisted before it is
+    /// worth a warning.
+    pub listing_grace: Duration,
 }
 
 impl Limits {
@@ -79,6 +82,7 @@ impl Limits {
             max_connections_per_process: c.max_connections_per_process,
             idle_timeout: c.idle_timeout,
             read_timeout: c.read_timeout,
+            listing_grace: c.listing_grace,
         }
     }
 }
@@ -234,7 +238,7 @@ impl IngestState {
             tracing::warn!(
                 pid,
                 gpus = ?gpus,
-                "reports from a process NVML does not list on these GPUs count only as its own numbers (is the exporter in the host's pid namespace? see ingest.require_nvml_listing)"
+                "a process has reported for longer than ingest.listing_grace on GPUs NVML does not list it on: its reports count only as its own numbers (is the exporter in the host's pid namespace? see ingest.require_nvml_listing)"
             );
         }
     }
@@ -366,7 +370,9 @@ async fn handle_report(
                 st.counters
                     .unlisted
                     .fetch_add(a.unlisted_items, Ordering::Relaxed);
-                st.warn_unlisted(pid, &a.unlisted);
+                if a.unlisted_for > st.limits.listing_grace.as_secs_f64() {
+                    st.warn_unlisted(pid, &a.unlisted);
+                }
                 answer["unlisted"] = json!(a.unlisted);
             }
             (StatusCode::ACCEPTED, Json(answer)).into_response()
@@ -493,6 +499,7 @@ mod tests {
             max_connections_per_process: per_process,
             idle_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(5),
+            listing_grace: Duration::from_secs(10),
         }
     }
 
