@@ -433,73 +433,47 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// How a flag's value goes into the configuration.
+type Apply<'a> = Box<dyn Fn(&mut Config) -> Result<(), ConfigError> + 'a>;
+
+/// One flag given on the command line: the configuration key it sets, and how.
+struct Override<'a> {
+    flag: &'static str,
+    field: &'static str,
+    apply: Apply<'a>,
+}
+
+impl<'a> Override<'a> {
+    fn new(
+        flag: &'static str,
+        field: &'static str,
+        apply: impl Fn(&mut Config) -> Result<(), ConfigError> + 'a,
+    ) -> Self {
+        Override {
+            flag,
+            field,
+            apply: Box::new(apply),
+        }
+    }
+
+    /// A flag whose value cannot be wrong once clap has read it.
+    fn set(flag: &'static str, field: &'static str, apply: impl Fn(&mut Config) + 'a) -> Self {
+        Self::new(flag, field, move |c| {
+            apply(c);
+            Ok(())
+        })
+    }
+}
+
 impl CommonArgs {
     /// Defaults, then the file, then the flags; validated.
     pub fn effective_config(&self) -> Result<Config, ConfigError> {
-        let (g, serve) = (&self.global, &self.serve);
-        let (live, src) = (&serve.live, &serve.live.source);
-        let mut c = match &g.config {
+        let mut c = match &self.global.config {
             Some(p) => Config::from_file(p)?,
             None => Config::default(),
         };
-        if let Some(v) = &src.source {
-            c.source = SourceSpec::parse(v).map_err(|e| self.name_flag(e))?;
-        }
-        if let Some(v) = src.pace.sample_interval {
-            c.sample_interval = v;
-        }
-        if let Some(v) = &g.log_level {
-            c.log_level = v.clone();
-        }
-        if let Some(v) = &g.log_format {
-            c.log_format = v.clone();
-        }
-        if let Some(v) = &serve.listen_address {
-            c.web.listen_address = v.clone();
-        }
-        if let Some(v) = &serve.telemetry_path {
-            c.web.telemetry_path = v.clone();
-        }
-        if let Some(v) = &serve.web_config_file {
-            c.web.config_file = Some(v.clone());
-        }
-        if let Some(v) = &serve.ingest_socket {
-            c.ingest.socket = v.clone();
-        }
-        if let Some(v) = &serve.ingest_socket_mode {
-            c.ingest.socket_mode = v.clone();
-        }
-        if let Some(v) = &serve.ingest_listen_address {
-            c.ingest.listen_address = v.clone();
-        }
-        if serve.ingest_allow_remote {
-            c.ingest.allow_remote = true;
-        }
-        if let Some(v) = &serve.kubernetes_attribution {
-            c.kubernetes.attribution = match v.as_str() {
-                "on" => crate::config::Attribution::On,
-                "off" => crate::config::Attribution::Off,
-                _ => crate::config::Attribution::Auto,
-            };
-        }
-        if let Some(v) = live.replay_speed {
-            c.replay.speed = v;
-        }
-        if let Some(v) = src.pace.replay_report_interval {
-            c.replay.report_interval = v;
-        }
-        if let Some(list) = &src.sim_scenarios {
-            let mut gpus = Vec::new();
-            for name in list {
-                let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
-                    field: "--sim.scenarios".into(),
-                    message: format!(
-                        "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle, mig"
-                    ),
-                })?;
-                gpus.push(SimGpuConfig::new(scenario));
-            }
-            c.sim.gpus = gpus;
+        for o in self.overrides() {
+            (o.apply)(&mut c).map_err(|e| self.name_flag(e))?;
         }
         c.validate().map_err(|e| self.name_flag(e))?;
         Ok(c)
@@ -507,30 +481,132 @@ impl CommonArgs {
 
     /// Name the flag where a bad value came from one.
     pub fn name_flag(&self, mut e: ConfigError) -> ConfigError {
-        let (g, serve) = (&self.global, &self.serve);
-        let (live, src) = (&serve.live, &serve.live.source);
-        // Name the flag where the value came from one.
-        let flag = match e.field.as_str() {
-            "source" if src.source.is_some() => Some("--source"),
-            "sample_interval" if src.pace.sample_interval.is_some() => Some("--sample-interval"),
-            "log_level" if g.log_level.is_some() => Some("--log.level"),
-            "log_format" if g.log_format.is_some() => Some("--log.format"),
-            "web.listen_address" if serve.listen_address.is_some() => Some("--web.listen-address"),
-            "web.config_file" if serve.web_config_file.is_some() => Some("--web.config.file"),
-            "web.telemetry_path" if serve.telemetry_path.is_some() => Some("--web.telemetry-path"),
-            "ingest.listen_address" if serve.ingest_listen_address.is_some() => {
-                Some("--ingest.listen-address")
-            }
-            "ingest.socket_mode" if serve.ingest_socket_mode.is_some() => {
-                Some("--ingest.socket-mode")
-            }
-            "replay.speed" if live.replay_speed.is_some() => Some("--replay.speed"),
-            _ => None,
-        };
-        if let Some(f) = flag {
-            e.field = f.to_string();
+        if let Some(o) = self.overrides().iter().find(|o| o.field == e.field) {
+            e.field = o.flag.to_string();
         }
         e
+    }
+
+    /// Every flag given, with the configuration key it sets and how: the one place where a
+    /// flag meets its key (clap declares the flag, serde the key).
+    fn overrides(&self) -> Vec<Override<'_>> {
+        let (g, serve) = (&self.global, &self.serve);
+        let (live, src) = (&serve.live, &serve.live.source);
+        let mut o = Vec::new();
+        if let Some(v) = &src.source {
+            o.push(Override::new("--source", "source", move |c| {
+                c.source = SourceSpec::parse(v)?;
+                Ok(())
+            }));
+        }
+        if let Some(v) = src.pace.sample_interval {
+            o.push(Override::set(
+                "--sample-interval",
+                "sample_interval",
+                move |c| c.sample_interval = v,
+            ));
+        }
+        if let Some(v) = &g.log_level {
+            o.push(Override::set("--log.level", "log_level", move |c| {
+                c.log_level = v.clone()
+            }));
+        }
+        if let Some(v) = &g.log_format {
+            o.push(Override::set("--log.format", "log_format", move |c| {
+                c.log_format = v.clone()
+            }));
+        }
+        if let Some(v) = &serve.listen_address {
+            o.push(Override::set(
+                "--web.listen-address",
+                "web.listen_address",
+                move |c| c.web.listen_address = v.clone(),
+            ));
+        }
+        if let Some(v) = &serve.telemetry_path {
+            o.push(Override::set(
+                "--web.telemetry-path",
+                "web.telemetry_path",
+                move |c| c.web.telemetry_path = v.clone(),
+            ));
+        }
+        if let Some(v) = &serve.web_config_file {
+            o.push(Override::set(
+                "--web.config.file",
+                "web.config_file",
+                move |c| c.web.config_file = Some(v.clone()),
+            ));
+        }
+        if let Some(v) = &serve.ingest_socket {
+            o.push(Override::set(
+                "--ingest.socket",
+                "ingest.socket",
+                move |c| c.ingest.socket = v.clone(),
+            ));
+        }
+        if let Some(v) = &serve.ingest_socket_mode {
+            o.push(Override::set(
+                "--ingest.socket-mode",
+                "ingest.socket_mode",
+                move |c| c.ingest.socket_mode = v.clone(),
+            ));
+        }
+        if let Some(v) = &serve.ingest_listen_address {
+            o.push(Override::set(
+                "--ingest.listen-address",
+                "ingest.listen_address",
+                move |c| c.ingest.listen_address = v.clone(),
+            ));
+        }
+        if serve.ingest_allow_remote {
+            o.push(Override::set(
+                "--ingest.allow-remote",
+                "ingest.allow_remote",
+                |c| c.ingest.allow_remote = true,
+            ));
+        }
+        if let Some(v) = &serve.kubernetes_attribution {
+            o.push(Override::set(
+                "--kubernetes.attribution",
+                "kubernetes.attribution",
+                move |c| {
+                    c.kubernetes.attribution = match v.as_str() {
+                        "on" => crate::config::Attribution::On,
+                        "off" => crate::config::Attribution::Off,
+                        _ => crate::config::Attribution::Auto,
+                    }
+                },
+            ));
+        }
+        if let Some(v) = live.replay_speed {
+            o.push(Override::set("--replay.speed", "replay.speed", move |c| {
+                c.replay.speed = v
+            }));
+        }
+        if let Some(v) = src.pace.replay_report_interval {
+            o.push(Override::set(
+                "--replay.report-interval",
+                "replay.report_interval",
+                move |c| c.replay.report_interval = v,
+            ));
+        }
+        if let Some(list) = &src.sim_scenarios {
+            o.push(Override::new("--sim.scenarios", "sim.gpus", move |c| {
+                let mut gpus = Vec::new();
+                for name in list {
+                    let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
+                        field: "sim.gpus".into(),
+                        message: format!(
+                            "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle, mig"
+                        ),
+                    })?;
+                    gpus.push(SimGpuConfig::new(scenario));
+                }
+                c.sim.gpus = gpus;
+                Ok(())
+            }));
+        }
+        o
     }
 }
 
