@@ -539,13 +539,7 @@ fn valid(uuid: &str) -> String {
 /// The first simulated GPU's uuid, from the exporter's metrics.
 fn sim_uuid(port: u16) -> String {
     let (_, body) = http_get(port, "/metrics", Duration::from_secs(5)).unwrap();
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find(|l| l.starts_with("gpumem_gpu_info{"))
-        .and_then(|l| l.split("uuid=\"").nth(1))
-        .and_then(|r| r.split('"').next())
-        .expect("the simulated GPU's uuid")
-        .to_string()
+    common::first_uuid(&String::from_utf8_lossy(&body))
 }
 
 /// Pids with NVML series (`gpumem_process_used_bytes`): the processes NVML lists.
@@ -754,15 +748,7 @@ fn one_process_cannot_mint_unbounded_phase_labels() {
         "sim:\n  gpus:\n    - scenario: idle\n",
         &["--sample-interval", "100ms"],
     );
-    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
-    let m = String::from_utf8_lossy(&body);
-    let uuid = m
-        .lines()
-        .find(|l| l.starts_with("gpumem_gpu_info{"))
-        .and_then(|l| l.split("uuid=\"").nth(1))
-        .and_then(|r| r.split('"').next())
-        .expect("the simulated GPU's uuid")
-        .to_string();
+    let uuid = sim_uuid(ex.port);
     for r in 0..8 {
         let events: Vec<String> = (0..256)
             .map(|i| format!(r#"{{"kind":"phase","name":"phase-{r}-{i}"}}"#))

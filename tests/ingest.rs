@@ -21,15 +21,6 @@ fn report(uuid: &str, claimed_pid: u32) -> Vec<u8> {
     .unwrap()
 }
 
-fn first_uuid(m: &str) -> String {
-    let line = m
-        .lines()
-        .find(|l| l.starts_with("gpumem_device_up{"))
-        .unwrap();
-    let i = line.find("uuid=\"").unwrap() + 6;
-    line[i..].split('"').next().unwrap().to_string()
-}
-
 /// This test process is not on any simulated GPU: where a test needs its reports to count in
 /// full, the NVML listing check is off.
 const TRUST_REPORTS: &str = "ingest:\n  require_nvml_listing: false\n";
@@ -292,18 +283,6 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
     assert_eq!(gpu_risk(&m, &uuid), 3.0, "trusted OOM reports must page");
 }
 
-/// One request written by hand; returns the whole answer (head and body).
-fn raw_exchange(socket: &std::path::Path, request: &[u8]) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    s.write_all(request).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[test]
 fn a_process_sending_too_fast_gets_429_with_retry_after() {
     let e = Exporter::start_with_config("ingest:\n  max_reports_per_second: 5\n", &[]);
@@ -318,7 +297,9 @@ fn a_process_sending_too_fast_gets_429_with_retry_after() {
         body,
     ]
     .concat();
-    let answers: Vec<String> = (0..30).map(|_| raw_exchange(&e.socket, &request)).collect();
+    let answers: Vec<String> = (0..30)
+        .map(|_| exchange_unix(&e.socket, &request))
+        .collect();
     let accepted = answers
         .iter()
         .filter(|a| a.starts_with("HTTP/1.1 202"))
@@ -352,7 +333,7 @@ fn slow_bodies_and_idle_connections_are_cut_off_and_the_exporter_keeps_serving()
     let e =
         Exporter::start_with_config("ingest:\n  read_timeout: 500ms\n  idle_timeout: 1s\n", &[]);
     // A body that never arrives in full: 408 after the read timeout.
-    let answer = raw_exchange(
+    let answer = exchange_unix(
         &e.socket,
         b"POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"version\":",
     );

@@ -92,19 +92,9 @@ def start_stack(name, interval, traces, work, hook_port):
          "--web.listen-address", "127.0.0.1:%d" % exp_port, "--ingest.socket", ""],
         stdout=open(os.path.join(d, "exporter.log"), "w"), stderr=subprocess.STDOUT)
     procs.append(exporter)
-    with open(os.path.join(d, "am.yml"), "w") as f:
-        f.write("""route:
-  receiver: hook
-  group_by: [alertname, instance, gpu]
-  group_wait: 5s
-  group_interval: 5s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: http://127.0.0.1:%d/%s
-        send_resolved: false
-""" % (hook_port, name))
+    with open(os.path.join(ROOT, "bench", "live", "alertmanager.yml")) as src, \
+            open(os.path.join(d, "am.yml"), "w") as f:
+        f.write(src.read().replace("WEBHOOK_URL", "http://127.0.0.1:%d/%s" % (hook_port, name)))
     procs.append(subprocess.Popen(
         ["prometheus-alertmanager", "--config.file=" + os.path.join(d, "am.yml"),
          "--storage.path=" + os.path.join(d, "am"), "--web.listen-address=127.0.0.1:%d" % am_port,

@@ -40,19 +40,7 @@ FLOOR=$!; pids+=($FLOOR)
 python3 bench/live/webhook.py 127.0.0.1:9099 "$OUT/pages.jsonl" &
 pids+=($!)
 
-cat >"$ROOT/am.yml" <<EOF
-route:
-  receiver: hook
-  group_by: [alertname, instance, gpu]
-  group_wait: 5s
-  group_interval: 5s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: http://127.0.0.1:9099/
-        send_resolved: false
-EOF
+sed "s|WEBHOOK_URL|http://127.0.0.1:9099/|" bench/live/alertmanager.yml >"$ROOT/am.yml"
 "$ROOT/usr/bin/prometheus-alertmanager" --config.file="$ROOT/am.yml" --storage.path="$ROOT/am" \
   --web.listen-address=127.0.0.1:9093 --cluster.listen-address= >"$OUT/alertmanager.log" 2>&1 &
 pids+=($!)

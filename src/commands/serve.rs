@@ -57,7 +57,7 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         Arc::clone(&shared.engine),
         Arc::clone(&shared.counters.ingest),
         Arc::clone(&clock),
-        ingest::Limits::from_config(&cfg.ingest),
+        cfg.ingest.clone(),
     );
     let mut tasks = tokio::task::JoinSet::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

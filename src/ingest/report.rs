@@ -1,8 +1,7 @@
 //! The allocator report body (docs/ingest.md): parsing and validation. Pure: bytes in, a
 //! validated report or a rejection that names the field out.
 
-use crate::model::Report;
-pub use crate::model::REPORT_VERSION as SCHEMA_VERSION;
+use crate::model::{Report, REPORT_VERSION};
 
 /// 2^53: far beyond any GPU's memory; larger byte counts are absurd, not big.
 pub const MAX_BYTES: u64 = 1 << 53;
@@ -101,11 +100,11 @@ pub fn parse(body: &[u8]) -> Result<Report, Rejection> {
                 "missing field `version` (this exporter reads version 1)",
             ))
         }
-        Some(v) if v.as_u64() == Some(SCHEMA_VERSION) => {}
+        Some(v) if v.as_u64() == Some(REPORT_VERSION) => {}
         Some(v) => {
             return Err(Rejection::new(
                 RejectReason::UnsupportedVersion,
-                format!("unsupported version {v}: this exporter reads version {SCHEMA_VERSION}"),
+                format!("unsupported version {v}: this exporter reads version {REPORT_VERSION}"),
             ))
         }
     }

@@ -59,34 +59,6 @@ impl PeerStream for tokio::net::TcpStream {
     }
 }
 
-/// The limits one sender and all senders together live within (`ingest.*`).
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_body_bytes: usize,
-    pub reports_per_second: f64,
-    pub max_connections: usize,
-    pub max_connections_per_process: usize,
-    pub idle_timeout: Duration,
-    pub read_timeout: Duration,
-    /// `ingest.listing_grace`: how long a reporting process may go unlisted before it is
-    /// worth a warning.
-    pub listing_grace: Duration,
-}
-
-impl Limits {
-    pub fn from_config(c: &IngestConfig) -> Self {
-        Limits {
-            max_body_bytes: c.max_body_bytes,
-            reports_per_second: f64::from(c.max_reports_per_second),
-            max_connections: c.max_connections,
-            max_connections_per_process: c.max_connections_per_process,
-            idle_timeout: c.idle_timeout,
-            read_timeout: c.read_timeout,
-            listing_grace: c.listing_grace,
-        }
-    }
-}
-
 /// A token bucket per sending process: `rate` reports a second, bursts of twice that.
 struct Rates {
     rate: f64,
@@ -124,7 +96,8 @@ impl Rates {
 
 /// Open connections, in all and per sending process.
 struct Admission {
-    limits: Limits,
+    max_connections: usize,
+    max_per_process: usize,
     open: Mutex<(usize, HashMap<u32, usize>)>,
 }
 
@@ -137,12 +110,12 @@ struct Ticket {
 impl Admission {
     fn admit(self: &Arc<Self>, pid: Option<u32>) -> Option<Ticket> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.0 >= self.limits.max_connections {
+        if open.0 >= self.max_connections {
             return None;
         }
         if let Some(pid) = pid {
             let n = open.1.entry(pid).or_insert(0);
-            if *n >= self.limits.max_connections_per_process {
+            if *n >= self.max_per_process {
                 return None;
             }
             *n += 1;
@@ -198,7 +171,7 @@ pub struct IngestState {
     engine: Arc<Mutex<Engine>>,
     counters: Arc<IngestCounters>,
     clock: Arc<dyn Fn() -> Time + Send + Sync>,
-    limits: Limits,
+    limits: Arc<IngestConfig>,
     rates: Arc<Mutex<Rates>>,
     admission: Arc<Admission>,
     /// Pids already warned about reporting on a GPU NVML does not list them on.
@@ -210,21 +183,22 @@ impl IngestState {
         engine: Arc<Mutex<Engine>>,
         counters: Arc<IngestCounters>,
         clock: Arc<dyn Fn() -> Time + Send + Sync>,
-        limits: Limits,
+        limits: IngestConfig,
     ) -> Self {
         IngestState {
             engine,
             counters,
             clock,
-            limits,
             rates: Arc::new(Mutex::new(Rates {
-                rate: limits.reports_per_second,
+                rate: f64::from(limits.max_reports_per_second),
                 buckets: HashMap::new(),
             })),
             admission: Arc::new(Admission {
-                limits,
+                max_connections: limits.max_connections,
+                max_per_process: limits.max_connections_per_process,
                 open: Mutex::new((0, HashMap::new())),
             }),
+            limits: Arc::new(limits),
             warned: Arc::new(Mutex::new(HashSet::new())),
         }
     }
@@ -322,7 +296,7 @@ async fn handle_report(
                 RejectReason::RateLimited,
                 format!(
                     "pid {pid} sent more than {} reports a second (ingest.max_reports_per_second); retry in {secs} s",
-                    st.limits.reports_per_second
+                    st.limits.max_reports_per_second
                 ),
             ),
         );
@@ -491,18 +465,6 @@ impl Drop for SocketGuard {
 mod tests {
     use super::*;
 
-    fn limits(per_process: usize, total: usize) -> Limits {
-        Limits {
-            max_body_bytes: 1 << 20,
-            reports_per_second: 5.0,
-            max_connections: total,
-            max_connections_per_process: per_process,
-            idle_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(5),
-            listing_grace: Duration::from_secs(10),
-        }
-    }
-
     #[test]
     fn one_process_over_its_rate_leaves_the_others_alone() {
         let mut r = Rates {
@@ -539,7 +501,8 @@ mod tests {
     #[test]
     fn connections_are_capped_per_process_and_in_all_and_given_back() {
         let a = Arc::new(Admission {
-            limits: limits(2, 3),
+            max_connections: 3,
+            max_per_process: 2,
             open: Mutex::new((0, HashMap::new())),
         });
         let t1 = a.admit(Some(7)).unwrap();

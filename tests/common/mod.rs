@@ -164,21 +164,25 @@ impl Drop for Exporter {
     }
 }
 
-/// One HTTP/1.1 POST over a Unix socket; returns (status, body).
-pub fn post_unix(socket: &Path, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+/// One request written by hand over a Unix socket; returns the whole answer (head and body).
+pub fn exchange_unix(socket: &Path, request: &[u8]) -> String {
     let mut s =
         std::os::unix::net::UnixStream::connect(socket).expect("connect to the ingest socket");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A body over the limit may be refused before it is all read: ignore a broken pipe.
+    let _ = s.write_all(request);
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    String::from_utf8_lossy(&resp).into_owned()
+}
+
+/// One HTTP/1.1 POST over a Unix socket; returns (status, body).
+pub fn post_unix(socket: &Path, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes()).unwrap();
-    // A body over the limit may be refused before it is all read: ignore a broken pipe.
-    let _ = s.write_all(body);
-    let mut resp = Vec::new();
-    let _ = s.read_to_end(&mut resp);
-    let text = String::from_utf8_lossy(&resp).to_string();
+    let text = exchange_unix(socket, &[head.as_bytes(), body].concat());
     let status = text
         .split_whitespace()
         .nth(1)
@@ -186,6 +190,17 @@ pub fn post_unix(socket: &Path, path: &str, content_type: &str, body: &[u8]) -> 
         .unwrap_or(0);
     let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     (status, body)
+}
+
+/// The first GPU's uuid in a text exposition.
+pub fn first_uuid(metrics: &str) -> String {
+    metrics
+        .lines()
+        .find(|l| l.starts_with("gpumem_gpu_info{"))
+        .and_then(|l| l.split("uuid=\"").nth(1))
+        .and_then(|r| r.split('"').next())
+        .expect("a GPU's uuid")
+        .to_string()
 }
 
 /// Value of the first sample line that starts with `prefix` (name plus labels).
