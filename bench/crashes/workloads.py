@@ -16,9 +16,11 @@ Healthy mechanisms (``healthy-*``) run for ``--duration`` seconds and exit 0.
 
 import argparse
 import collections
+import math
 import os
 import random
 import sys
+import tempfile
 import time
 
 import torch
@@ -81,14 +83,17 @@ class GptTrainer:
         self.batch, self.seq = batch, seq
         self.vocab = self.model.config.vocab_size
 
-    def step(self, seq=None, hidden=False, train=True):
+    def step(self, seq=None, hidden=False, train=True, batch=None, accum=1):
+        """One optimizer step over ``accum`` micro-batches (one forward pass when not training)."""
         seq = seq or self.seq
-        x = torch.randint(0, self.vocab, (self.batch, seq), device=DEV)
         self.model.train(train)
-        with torch.autocast("cuda", dtype=torch.bfloat16), torch.set_grad_enabled(train):
-            out = self.model(x, labels=x, output_hidden_states=hidden)
+        for _ in range(accum if train else 1):
+            x = torch.randint(0, self.vocab, (batch or self.batch, seq), device=DEV)
+            with torch.autocast("cuda", dtype=torch.bfloat16), torch.set_grad_enabled(train):
+                out = self.model(x, labels=x, output_hidden_states=hidden)
+            if train:
+                (out.loss / accum).backward()
         if train:
-            out.loss.backward()
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         return out
@@ -101,9 +106,9 @@ class ResnetTrainer:
         self.batch = batch
         self.loss = torch.nn.CrossEntropyLoss()
 
-    def step(self, train=True, batch=None):
+    def step(self, train=True, batch=None, size=224):
         b = batch or self.batch
-        x = torch.randn(b, 3, 224, 224, device=DEV).to(memory_format=torch.channels_last)
+        x = torch.randn(b, 3, size, size, device=DEV).to(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (b,), device=DEV)
         self.model.train(train)
         with torch.autocast("cuda", dtype=torch.bfloat16), torch.set_grad_enabled(train):
@@ -166,11 +171,15 @@ def kept_logits(a):
     mark("model_ready")
     healthy_prelude(a, tr.step)
 
+    n = [0]
+
     def step():
         out = tr.step()
-        kept.append(out.logits[:, -a.keep_positions :].detach().float().clone())
+        n[0] += 1
+        if n[0] % a.every == 0:
+            kept.append(out.logits[:, -a.keep_positions :].detach().float().clone())
 
-    rate = measure_rate(step)
+    rate = measure_rate(step, 15 * a.every)
     log("kept logits grow %.0f MiB/s" % (rate / MiB))
     _resident = hold_resident(rate * a.growth_s)
     mark("model_ready")
@@ -248,6 +257,38 @@ def curriculum(a):
         n += 1
         if n % 50 == 0:
             log("curriculum seq %d, reserved %.2f GiB, free %.2f GiB" % (s, torch.cuda.memory_reserved() / GiB, free_bytes() / GiB))
+
+
+def batch_warmup(a):
+    """Batch-size warm-up: the batch grows by ``--batch-step`` every ``--stage-s`` seconds, as
+    ramp-up schedules do, until a step no longer fits. No leak: each stage's peak is a new,
+    higher recurring need."""
+    b0 = a.batch0
+    tr = GptTrainer(batch=b0, seq=512)
+    for _ in range(5):
+        tr.step()
+    torch.cuda.reset_peak_memory_stats()
+    tr.step()
+    p0 = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    tr.step(batch=b0 + a.batch_step)
+    d = torch.cuda.max_memory_allocated() - p0
+    stages = a.growth_s / a.stage_s
+    log("peak grows %.0f MiB per stage; room for %.1f stages" % (d / MiB, stages))
+    extra = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    _resident = hold_resident(max(d * stages - extra, d))
+    mark("model_ready")
+    t0 = time.time()
+    batch = None
+    n = 0
+    while True:
+        b = b0 + a.batch_step * int((time.time() - t0) // a.stage_s)
+        if b != batch:
+            batch = b
+            mark("batch", batch=b)
+            log("batch %d, reserved %.2f GiB, free %.2f GiB" % (b, torch.cuda.memory_reserved() / GiB, free_bytes() / GiB))
+        tr.step(batch=b)
+        n += 1
 
 
 def frag(a):
@@ -437,16 +478,178 @@ def healthy_prealloc(a):
 
 def healthy_resnet(a):
     """Plain steady ResNet-50 training."""
-    tr = ResnetTrainer(batch=64)
+    tr = ResnetTrainer(batch=a.batch or 64)
     mark("model_ready")
     for_duration(a, tr.step)
 
 
 def healthy_steady(a):
     """Plain steady GPT-2 training (run it beside a large idle neighbour)."""
-    tr = GptTrainer(batch=8, seq=512)
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
     mark("model_ready")
     for_duration(a, tr.step)
+
+
+def healthy_long(a):
+    """A long run: GPT-2 with gradient accumulation over ``--accum`` micro-batches and a
+    checkpoint (model and optimizer, torch.save straight from the GPU tensors) every
+    ``--ckpt-s`` seconds."""
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    mark("model_ready")
+    path = os.path.join(tempfile.gettempdir(), "gpumem-ckpt-%d.pt" % os.getpid())
+
+    def ckpt():
+        torch.save({"model": tr.model.state_dict(), "opt": tr.opt.state_dict()}, path)
+        mark("checkpoint")
+
+    try:
+        for_duration(a, lambda: tr.step(accum=a.accum), (a.ckpt_s, ckpt) if a.ckpt_s > 0 else None)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def healthy_ckpt(a):
+    """Checkpoints staged on the GPU: every ``--ckpt-s`` seconds a copy of the model and the
+    optimizer state is taken on the device (as asynchronous checkpointing and EMA snapshots
+    do), moved to the host and written; the copy is freed after."""
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    mark("model_ready")
+    path = os.path.join(tempfile.gettempdir(), "gpumem-ckpt-%d.pt" % os.getpid())
+
+    def ckpt():
+        snap = {k: v.detach().clone() for k, v in tr.model.state_dict().items()}
+        for i, st in enumerate(tr.opt.state.values()):
+            for k, v in st.items():
+                if torch.is_tensor(v) and v.is_cuda:
+                    snap["opt.%d.%s" % (i, k)] = v.detach().clone()
+        torch.cuda.synchronize()
+        host = {k: v.to("cpu") for k, v in snap.items()}
+        del snap
+        torch.save(host, path)
+        mark("checkpoint")
+
+    try:
+        for_duration(a, tr.step, (a.ckpt_s, ckpt))
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def healthy_dynpad(a):
+    """Dynamic padding over long-tailed sequence lengths: each batch is padded to its longest
+    sample, lengths follow a log-normal tail, so the cache grows in steps whenever a longer
+    batch than any before arrives, then levels off."""
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    rng = random.Random(a.seed)
+    mark("model_ready")
+
+    def length():
+        x = rng.lognormvariate(math.log(a.median_len), a.len_sigma)
+        return int(min(2048, max(64, math.ceil(x / 64) * 64)))
+
+    longest = [0]
+
+    def step():
+        s = max(length() for _ in range(tr.batch))
+        if s > longest[0]:
+            longest[0] = s
+            mark("longest", seq=s)
+        tr.step(seq=s)
+
+    for_duration(a, step)
+
+
+def healthy_infer_bursty(a):
+    """An inference server with bursty traffic: busy spells of requests whose batch sizes
+    follow a heavy tail, idle spells that start with torch.cuda.empty_cache()."""
+    model = gpt2(12).half().eval()
+    vocab = model.config.vocab_size
+    rng = random.Random(a.seed)
+    mark("model_ready")
+    t0 = time.time()
+    while time.time() - t0 < a.duration:
+        busy_t = time.time()
+        busy = rng.uniform(10, 40)
+        while time.time() - busy_t < busy and time.time() - t0 < a.duration:
+            b = min(48, int(rng.paretovariate(1.3)))
+            s = rng.choice((128, 256, 512))
+            with torch.no_grad():
+                model(torch.randint(0, vocab, (b, s), device=DEV))
+            time.sleep(rng.expovariate(20.0))
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        mark("empty_cache")
+        time.sleep(min(rng.uniform(5, 25), max(0.0, a.duration - (time.time() - t0))))
+    log("healthy run done")
+
+
+def healthy_compile(a):
+    """Warm-up spikes of torch.compile: the first steps compile (and the optimizer creates its
+    state at the first step), then training runs steady."""
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    try:
+        tr.model = torch.compile(tr.model)
+        mark("compiled")
+    except Exception as e:  # no compiler on the node: say so, run eager
+        log("torch.compile unavailable: %s" % e)
+        mark("compile_failed")
+    mark("model_ready")
+    for_duration(a, tr.step)
+
+
+def healthy_cudnn(a):
+    """Warm-up spikes of cuDNN autotuning: multi-scale ResNet-50 training with
+    cudnn.benchmark on; each new input size is benchmarked once (workspaces of several
+    algorithms), then the sizes come round again."""
+    torch.backends.cudnn.benchmark = True
+    tr = ResnetTrainer(batch=a.batch or 32)
+    rng = random.Random(a.seed)
+    mark("model_ready")
+    sizes = (160, 192, 224, 256)
+    for_duration(a, lambda: tr.step(size=rng.choice(sizes)))
+
+
+def healthy_tight_eval(a):
+    """Periodic evaluation close to the limit: GPT-2 trains for ``--train-s``, then evaluates
+    at four times the batch for ``--eval-s`` and empties its cache. The room left beside it
+    is sized so that the evaluation's peak comes within a few GiB of full and its allocator
+    must free the training cache and retry, the same way every time."""
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    eval_batch = 4 * tr.batch
+    for _ in range(5):
+        tr.step()
+    base = torch.cuda.memory_allocated()
+    r_train = torch.cuda.memory_reserved()
+    tr.step(train=False, batch=eval_batch)
+    tr.step(train=False, batch=eval_batch)
+    r_eval = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    for _ in range(3):
+        tr.step()
+    need = r_eval - r_train
+    releasable = r_train - base
+    # Room for the evaluation only once part of the training cache is released.
+    room = max(need - 0.4 * releasable, 0.5 * need, GiB)
+    log("eval needs %.2f GiB beyond a %.2f GiB training cache (%.2f GiB of it free); room %.2f GiB"
+        % (need / GiB, r_train / GiB, releasable / GiB, room / GiB))
+    _resident = hold_resident(room)
+    mark("model_ready")
+    t0 = time.time()
+    while time.time() - t0 < a.duration:
+        phase_t = time.time()
+        while time.time() - phase_t < a.train_s:
+            tr.step()
+        mark("eval")
+        phase_t = time.time()
+        while time.time() - phase_t < a.eval_s:
+            tr.step(train=False, batch=eval_batch)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        mark("empty_cache")
+        s = torch.cuda.memory_stats()
+        log("eval done: retries %d, free %.2f GiB" % (s.get("num_alloc_retries", 0), free_bytes() / GiB))
+    log("healthy run done")
 
 
 def idle_neighbour(a):
@@ -472,6 +675,14 @@ MECHANISMS = {
     "healthy-prealloc": healthy_prealloc,
     "healthy-steady": healthy_steady,
     "healthy-resnet": healthy_resnet,
+    "healthy-long": healthy_long,
+    "healthy-ckpt": healthy_ckpt,
+    "healthy-dynpad": healthy_dynpad,
+    "healthy-infer-bursty": healthy_infer_bursty,
+    "healthy-compile": healthy_compile,
+    "healthy-cudnn": healthy_cudnn,
+    "healthy-tight-eval": healthy_tight_eval,
+    "batch-warmup": batch_warmup,
     "idle": idle_neighbour,
 }
 
@@ -496,6 +707,15 @@ def main():
     p.add_argument("--fraction", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--delay-s", type=float, default=0.0, help="healthy training before the bug")
+    p.add_argument("--batch", type=int, default=None, help="batch size (each job has its own default)")
+    p.add_argument("--accum", type=int, default=1, help="gradient accumulation micro-batches")
+    p.add_argument("--ckpt-s", type=float, default=0.0, help="seconds between checkpoints")
+    p.add_argument("--median-len", type=float, default=200.0)
+    p.add_argument("--len-sigma", type=float, default=0.7)
+    p.add_argument("--train-s", type=float, default=40.0)
+    p.add_argument("--eval-s", type=float, default=8.0)
+    p.add_argument("--batch0", type=int, default=4)
+    p.add_argument("--batch-step", type=int, default=4)
     a = p.parse_args()
     torch.manual_seed(a.seed)
     torch.cuda.init()

@@ -20,49 +20,15 @@ DEBS=${DEBS:-.live}
 SCRAPE=${SCRAPE:-5s}
 BIN=${GPUMEM_BIN:-target/release/gpumem-exporter}
 FLOOR_BIN=${FLOOR_BIN:-target/release/examples/nvml_floor}
-ROOT=$(mktemp -d)
-for f in "$DEBS"/*.deb; do dpkg -x "$f" "$ROOT"; done
-# Debian's Alertmanager reads its default notification templates from this fixed path.
-if [ ! -e /usr/share/prometheus/alertmanager/default.tmpl ]; then
-  mkdir -p /usr/share/prometheus && cp -r "$ROOT/usr/share/prometheus/alertmanager" /usr/share/prometheus/
-fi
+source bench/live/stack.sh
 export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-SOCK=/tmp/gpumem-live.sock
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-
-"$BIN" --source nvml --sample-interval 1s --web.listen-address 127.0.0.1:10049 \
-  --ingest.socket "$SOCK" >"$OUT/exporter.log" 2>&1 &
-EXP=$!; pids+=($EXP)
+live_stack "$OUT"
+pids+=("${LIVE_PIDS[@]}")
 "$FLOOR_BIN" 100000 1000 >"$OUT/floor.log" 2>&1 &
 FLOOR=$!; pids+=($FLOOR)
-python3 bench/live/webhook.py 127.0.0.1:9099 "$OUT/pages.jsonl" &
-pids+=($!)
-
-sed "s|WEBHOOK_URL|http://127.0.0.1:9099/|" bench/live/alertmanager.yml >"$ROOT/am.yml"
-"$ROOT/usr/bin/prometheus-alertmanager" --config.file="$ROOT/am.yml" --storage.path="$ROOT/am" \
-  --web.listen-address=127.0.0.1:9093 --cluster.listen-address= >"$OUT/alertmanager.log" 2>&1 &
-pids+=($!)
-cat >"$ROOT/prom.yml" <<EOF
-global:
-  scrape_interval: $SCRAPE
-  evaluation_interval: $SCRAPE
-rule_files:
-  - $PWD/alerts/gpumem-rules.yaml
-  - $PWD/alerts/gpumem-alerts.yaml
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['127.0.0.1:9093']
-scrape_configs:
-  - job_name: gpumem-exporter
-    static_configs:
-      - targets: ['127.0.0.1:10049']
-EOF
-"$ROOT/usr/bin/prometheus" --config.file="$ROOT/prom.yml" --storage.tsdb.path="$ROOT/prom" \
-  --web.listen-address=127.0.0.1:9090 >"$OUT/prometheus.log" 2>&1 &
-pids+=($!)
 
 # RSS (KiB) and CPU ticks of the exporter and of the NVML-only poller, every 5 s.
 (
@@ -73,7 +39,6 @@ pids+=($!)
 pids+=($!)
 sleep 10
 
-export GPUMEM_SOCKET=$SOCK
 rec() { # name limit command...
   local name=$1 limit=$2; shift 2
   echo "== $name start $(date +%s.%N)" | tee -a "$OUT/runs.txt"
@@ -86,5 +51,4 @@ rec() { # name limit command...
 # Healthy first: a crash keeps the GPU at high risk for 5 minutes after (recent OOM).
 rec live-healthy-train-eval 100 python3 bench/crashes/workloads.py healthy-train-eval --duration 60 --seed 3
 rec live-kept-logits 330 python3 bench/crashes/workloads.py kept-logits --growth-s 150 --delay-s 30 --seed 3
-curl -s "127.0.0.1:9090/api/v1/query?query=ALERTS" >"$OUT/alerts.json"
-curl -s 127.0.0.1:10049/metrics | grep -E '^gpumem_exporter|^process_' >"$OUT/exporter-self.txt"
+live_collect "$OUT"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A whole recording session on one GPU node, watched live: healthy runs side by side, then runs
+# that end in a real torch.OutOfMemoryError one at a time, every run recorded with the Python
+# client's recorder (one folder per run, one trace per process) while the exporter, a real
+# Prometheus and a real Alertmanager watch the GPU (bench/live/stack.sh).
+#
+#   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
+#   bash bench/crashes/session.sh PLAN OUTDIR          # PLAN: healthy-and-crashes
+#
+# Healthy runs that share the GPU are separate runs: each is its own recording, and in its
+# replay the others are neighbours NVML lists and that send no reports. A run is stopped after
+# its time limit; a crash run that did not crash is reported, never relabelled.
+# Needs python3 with torch, transformers and torchvision; nothing from the network.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PLAN=${1:?plan}
+OUT=${2:?outdir}
+mkdir -p "$OUT"
+INTERVAL=${INTERVAL:-0.5}
+export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+W="python3 bench/crashes/workloads.py"
+T0=$(date +%s)
+
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
+if [ -d "${DEBS:-.live}" ]; then
+  source bench/live/stack.sh
+  live_stack "$OUT"
+  pids+=("${LIVE_PIDS[@]}")
+  sleep 5
+fi
+nvidia-smi --query-gpu=name,uuid,memory.total,memory.used --format=csv >"$OUT/gpu.csv" 2>&1
+
+# rec NAME LIMIT_S TRUTH COMMAND...: one recorded run into OUT/NAME/.
+rec() {
+  local name=$1 limit=$2 truth=$3
+  shift 3
+  mkdir -p "$OUT/$name"
+  echo "== $name start $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
+  timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
+    --interval "$INTERVAL" --scenario "$name" ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
+  local code=$?
+  echo "   $name end $(($(date +%s) - T0)) s exit $code; $(grep -h 'gpumem record:' "$OUT/$name/run.log" | tr '\n' ' ')" | tee -a "$OUT/runs.txt"
+}
+# Wait until S seconds after the session started.
+at() {
+  local left=$(($1 - ($(date +%s) - T0)))
+  [ "$left" -gt 0 ] && sleep "$left"
+  return 0
+}
+# No client and no recording from inside: a neighbour NVML alone sees.
+nvml_only="env -u GPUMEM_SOCKET GPUMEM_RECORD_SKIP=1"
+
+case "$PLAN" in
+healthy-and-crashes)
+  # Healthy side by side: seven slots, two runs each, and one long run; about 50 GiB in all.
+  D=330
+  slots=()
+  L=$((D + 90))
+  rec h-long 1060 healthy $W healthy-long --duration 900 --batch 4 --accum 4 --ckpt-s 150 &
+  slots+=($!)
+  (rec h-dynpad-1 $L healthy $W healthy-dynpad --duration $D --batch 4 --seed 1
+   rec h-dynpad-2 $L healthy $W healthy-dynpad --duration $D --batch 4 --seed 2) &
+  slots+=($!)
+  (rec h-infer-1 $L healthy $W healthy-infer-bursty --duration $D --seed 1
+   rec h-infer-2 $L healthy $W healthy-infer-bursty --duration $D --seed 2) &
+  slots+=($!)
+  # A neighbour that arrives, leaves and arrives again: with its own client, then without.
+  (rec h-neighbour-client $L healthy bash -c "$W healthy-steady --duration $D --batch 4 & sleep 40; $W healthy-resnet --duration 90 --batch 32; sleep 50; $W healthy-resnet --duration 80 --batch 32; wait"
+   rec h-neighbour-nvml $L healthy bash -c "$W healthy-steady --duration $D --batch 4 & sleep 30; $nvml_only $W healthy-resnet --duration 100 --batch 32; sleep 40; $nvml_only $W healthy-resnet --duration 90 --batch 32; wait") &
+  slots+=($!)
+  (rec h-compile $L healthy $W healthy-compile --duration $D --batch 4
+   rec h-cudnn $L healthy $W healthy-cudnn --duration $D --batch 32 --seed 2) &
+  slots+=($!)
+  (rec h-ckpt $L healthy $W healthy-ckpt --duration $D --batch 4 --ckpt-s 45
+   rec h-gradaccum $L healthy $W healthy-long --duration $D --batch 2 --accum 8) &
+  slots+=($!)
+  (rec h-train-eval $L healthy $W healthy-train-eval --duration $D
+   rec h-empty-cache $L healthy $W healthy-empty-cache --duration $D --seed 2) &
+  slots+=($!)
+  # Evaluation close to the limit, beside the long run alone (its footprint is steady).
+  (at $((2 * D + 60)); rec h-tight-eval 300 healthy $W healthy-tight-eval --duration 170 --batch 8 --train-s 35 --eval-s 8) &
+  slots+=($!)
+  wait "${slots[@]}"
+  # Crashes, one at a time, each alone on the GPU.
+  rec c-batch-warmup 420 "" $W batch-warmup --growth-s 150 --stage-s 30
+  rec c-kv-cache 360 "" $W kv-cache --growth-s 150 --period-s 0.05
+  rec c-expandable 360 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 150 --every 8
+  ;;
+*)
+  echo "unknown plan $PLAN" >&2
+  exit 2
+  ;;
+esac
+[ -n "${LIVE_PIDS:-}" ] && live_collect "$OUT"
+echo "session done $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"

@@ -1,0 +1,58 @@
+# The live stack on a GPU node, sourced by the scripts that record or page live: the exporter on
+# NVML (1 s), a webhook receiver that timestamps every notification (firing and resolved), a
+# real Alertmanager and a real Prometheus with alerts/ (scrape and evaluation every $SCRAPE).
+# Prometheus and Alertmanager come from the Debian packages in $DEBS, unpacked with dpkg -x.
+#
+#   source bench/live/stack.sh; live_stack OUTDIR     # sets LIVE_PIDS, EXP (exporter pid), SOCK
+#
+# Needs BIN (the exporter binary), SCRAPE (default 5s); runs from the repository's root.
+
+live_stack() {
+  local out=$1
+  local root
+  root=$(mktemp -d)
+  for f in "${DEBS:-.live}"/*.deb; do dpkg -x "$f" "$root"; done
+  # Debian's Alertmanager reads its default notification templates from this fixed path.
+  if [ ! -e /usr/share/prometheus/alertmanager/default.tmpl ]; then
+    mkdir -p /usr/share/prometheus && cp -r "$root/usr/share/prometheus/alertmanager" /usr/share/prometheus/
+  fi
+  SOCK=${SOCK:-/tmp/gpumem-live.sock}
+  LIVE_PIDS=()
+  "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
+    --web.listen-address 127.0.0.1:10049 --ingest.socket "$SOCK" >"$out/exporter.log" 2>&1 &
+  EXP=$!
+  LIVE_PIDS+=("$EXP")
+  python3 bench/live/webhook.py 127.0.0.1:9099 "$out/pages.jsonl" &
+  LIVE_PIDS+=($!)
+  sed "s|WEBHOOK_URL|http://127.0.0.1:9099/|" bench/live/alertmanager.yml >"$root/am.yml"
+  "$root/usr/bin/prometheus-alertmanager" --config.file="$root/am.yml" --storage.path="$root/am" \
+    --web.listen-address=127.0.0.1:9093 --cluster.listen-address= >"$out/alertmanager.log" 2>&1 &
+  LIVE_PIDS+=($!)
+  cat >"$root/prom.yml" <<EOC
+global:
+  scrape_interval: ${SCRAPE:-5s}
+  evaluation_interval: ${SCRAPE:-5s}
+rule_files:
+  - $PWD/alerts/gpumem-rules.yaml
+  - $PWD/alerts/gpumem-alerts.yaml
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['127.0.0.1:9093']
+scrape_configs:
+  - job_name: gpumem-exporter
+    static_configs:
+      - targets: ['127.0.0.1:10049']
+EOC
+  "$root/usr/bin/prometheus" --config.file="$root/prom.yml" --storage.tsdb.path="$root/prom" \
+    --web.listen-address=127.0.0.1:9090 >"$out/prometheus.log" 2>&1 &
+  LIVE_PIDS+=($!)
+  export GPUMEM_SOCKET=$SOCK
+}
+
+# Every notification that reached the receiver, and what Prometheus held at the end.
+live_collect() {
+  local out=$1
+  curl -s "127.0.0.1:9090/api/v1/query?query=ALERTS" >"$out/alerts.json" || true
+  curl -s 127.0.0.1:10049/metrics | grep -E '^gpumem_exporter|^process_' >"$out/exporter-self.txt" || true
+}
