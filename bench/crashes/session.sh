@@ -5,7 +5,9 @@
 # Prometheus and a real Alertmanager watch the GPU (bench/live/stack.sh).
 #
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
-#   bash bench/crashes/session.sh PLAN OUTDIR          # PLAN: healthy-and-crashes
+#   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
+#                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
+#                                                 precision-a, precision-b
 #
 # Healthy runs that share the GPU are separate runs: each is its own recording, and in its
 # replay the others are neighbours NVML lists and that send no reports. A run is stopped after
@@ -87,6 +89,82 @@ healthy-and-crashes)
   rec c-batch-warmup 420 "" $W batch-warmup --growth-s 150 --stage-s 30
   rec c-kv-cache 360 "" $W kv-cache --growth-s 150 --period-s 0.05
   rec c-expandable 360 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 150 --every 8
+  ;;
+healthy-rest)
+  # The second round of healthy-and-crashes and its long runs, then two crashes: for a session
+  # that lost its second half.
+  D=330
+  L=$((D + 90))
+  slots=()
+  rec h-long 1060 healthy $W healthy-long --duration 900 --batch 4 --accum 4 --ckpt-s 150 &
+  slots+=($!)
+  rec h-dynpad-2 $L healthy $W healthy-dynpad --duration $D --batch 4 --seed 2 &
+  slots+=($!)
+  rec h-infer-2 $L healthy $W healthy-infer-bursty --duration $D --seed 2 &
+  slots+=($!)
+  rec h-neighbour-nvml $L healthy bash -c "$W healthy-steady --duration $D --batch 4 & sleep 30; $nvml_only $W healthy-resnet --duration 100 --batch 32; sleep 40; $nvml_only $W healthy-resnet --duration 90 --batch 32; wait" &
+  slots+=($!)
+  rec h-cudnn $L healthy $W healthy-cudnn --duration $D --batch 32 --seed 2 &
+  slots+=($!)
+  rec h-gradaccum $L healthy $W healthy-long --duration $D --batch 2 --accum 8 &
+  slots+=($!)
+  rec h-empty-cache $L healthy $W healthy-empty-cache --duration $D --seed 2 &
+  slots+=($!)
+  (at $((D + 60)); rec h-tight-eval 300 healthy $W healthy-tight-eval --duration 170 --batch 8 --train-s 35 --eval-s 8) &
+  slots+=($!)
+  wait "${slots[@]}"
+  rec c-batch-warmup 420 "" $W batch-warmup --growth-s 150 --stage-s 30
+  rec c-kv-cache 360 "" $W kv-cache --growth-s 150 --period-s 0.05
+  ;;
+staircase-and-cache)
+  rec c-batch-warmup 300 "" $W batch-warmup --growth-s 150 --stage-s 30
+  rec c-kv-cache 260 "" $W kv-cache --growth-s 150 --period-s 0.05
+  ;;
+expandable-and-staircase)
+  rec c-expandable 280 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 150 --every 8
+  rec c-batch-warmup-2 280 "" $W batch-warmup --growth-s 160 --stage-s 40 --batch-step 2
+  ;;
+slow-leak)
+  # About eleven minutes of growth after a healthy start.
+  rec c-slow-leak 900 "" $W kept-logits --growth-s 660 --every 4 --delay-s 30
+  ;;
+long)
+  rec h-long 1000 healthy $W healthy-long --duration 900 --batch 4 --accum 4 --ckpt-s 150 &
+  slots=($!)
+  (at 400; rec h-tight-eval 300 healthy $W healthy-tight-eval --duration 170 --batch 8 --train-s 35 --eval-s 8) &
+  slots+=($!)
+  wait "${slots[@]}"
+  ;;
+precision-a)
+  # Ten healthy runs side by side for D seconds (about 60 GiB in all), then a batch-size
+  # warm-up staircase alone: for a lease that allows one ten-minute command.
+  D=${D:-320}
+  L=$((D + 60))
+  slots=()
+  for job in \
+    "h-dynpad-1|$W healthy-dynpad --duration $D --batch 4 --seed 1" \
+    "h-infer-1|$W healthy-infer-bursty --duration $D --seed 1" \
+    "h-infer-2|$W healthy-infer-bursty --duration $D --seed 2" \
+    "h-compile|$W healthy-compile --duration $D --batch 4" \
+    "h-cudnn|$W healthy-cudnn --duration $D --batch 32 --seed 2" \
+    "h-ckpt|$W healthy-ckpt --duration $D --batch 4 --ckpt-s 45" \
+    "h-gradaccum|$W healthy-long --duration $D --batch 2 --accum 8 --ckpt-s 120" \
+    "h-train-eval|$W healthy-train-eval --duration $D" \
+    "h-empty-cache|$W healthy-empty-cache --duration $D --seed 2"; do
+    rec "${job%%|*}" $L healthy ${job#*|} &
+    slots+=($!)
+  done
+  rec h-neighbour-client $L healthy bash -c "$W healthy-steady --duration $D --batch 4 & sleep 40; $W healthy-resnet --duration 90 --batch 32; sleep 50; $W healthy-resnet --duration 80 --batch 32; wait" &
+  slots+=($!)
+  wait "${slots[@]}"
+  rec c-batch-warmup 200 "" $W batch-warmup --growth-s 120 --stage-s 24
+  ;;
+precision-b)
+  # The second command of the same lease: an inference cache and expandable segments, then
+  # evaluation close to the limit alone.
+  rec c-kv-cache 150 "" $W kv-cache --growth-s 90 --period-s 0.05
+  rec c-expandable 150 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 90 --every 8
+  rec h-tight-eval ${TIGHT_S:-170} healthy $W healthy-tight-eval --duration $((${TIGHT_S:-170} - 40)) --batch 8 --train-s 30 --eval-s 8
   ;;
 *)
   echo "unknown plan $PLAN" >&2
