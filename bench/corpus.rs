@@ -142,6 +142,9 @@ pub struct Second {
     pub t: f64,
     pub risk: u8,
     pub eta: Option<f64>,
+    /// The ETA's bounds; an absent upper bound is open (the growth may stop).
+    pub eta_lower: Option<f64>,
+    pub eta_upper: Option<f64>,
     pub free: Option<f64>,
     pub leak_flag: bool,
 }
@@ -160,6 +163,12 @@ pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
                 "gpumem_oom_risk_level" if gpu_level => s.risk = s.risk.max(val as u8),
                 "gpumem_oom_eta_seconds" if gpu_level => {
                     s.eta = Some(s.eta.map_or(val, |e: f64| e.min(val)))
+                }
+                "gpumem_oom_eta_lower_seconds" if gpu_level => {
+                    s.eta_lower = Some(s.eta_lower.map_or(val, |e: f64| e.min(val)))
+                }
+                "gpumem_oom_eta_upper_seconds" if gpu_level => {
+                    s.eta_upper = Some(s.eta_upper.map_or(val, |e: f64| e.min(val)))
                 }
                 "gpumem_free_bytes" => s.free = Some(s.free.unwrap_or(0.0) + val),
                 "gpumem_leak_suspected" if !gpu_level && val > 0.5 => s.leak_flag = true,
@@ -197,7 +206,7 @@ pub fn anchor(seconds: &[Second]) -> Vec<Second> {
                 risk,
                 eta,
                 free: seconds[i].free,
-                leak_flag: false,
+                ..Default::default()
             }
         })
         .collect()
@@ -230,6 +239,9 @@ pub struct Score {
     pub high_lead: Option<f64>,
     /// (seconds with 20–120 s left, of them with an ETA within 35 % of the truth)
     pub eta_seconds: (usize, usize),
+    /// Of the seconds with 20–120 s left, those whose bounds hold the truth (lower ≤ truth,
+    /// and truth ≤ upper where there is one); seconds without an ETA count as misses.
+    pub bounds_hold: usize,
     /// Healthy runs: seconds at risk ≥ high, the shortest ETA, seconds with a leak flag.
     pub high_seconds: usize,
     pub min_eta: Option<f64>,
@@ -239,6 +251,10 @@ pub struct Score {
 impl Score {
     pub fn eta_share(&self) -> Option<f64> {
         (self.eta_seconds.0 > 0).then(|| self.eta_seconds.1 as f64 / self.eta_seconds.0 as f64)
+    }
+
+    pub fn bounds_share(&self) -> Option<f64> {
+        (self.eta_seconds.0 > 0).then(|| self.bounds_hold as f64 / self.eta_seconds.0 as f64)
     }
 }
 
@@ -273,6 +289,10 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
                 s.eta_seconds.0 += 1;
                 if x.eta.is_some_and(|e| (e - left).abs() <= 0.35 * left) {
                     s.eta_seconds.1 += 1;
+                }
+                let below = x.eta_lower.or(x.eta).is_some_and(|l| l <= left);
+                if x.eta.is_some() && below && x.eta_upper.is_none_or(|u| left <= u) {
+                    s.bounds_hold += 1;
                 }
             }
         } else {
@@ -320,7 +340,7 @@ fn opt(v: Option<f64>) -> String {
 /// One row per run and detector: the worst phase for leads, the mean ETA share.
 pub fn table(scores: &[Score]) -> String {
     let mut s = String::from(
-        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | healthy: s at ≥ high / min ETA s / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | bounds hold the truth | healthy: s at ≥ high / min ETA s / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mut keys: Vec<(String, &str)> =
         scores.iter().map(|x| (x.run.clone(), x.detector)).collect();
@@ -340,8 +360,12 @@ pub fn table(scores: &[Score]) -> String {
             .iter()
             .filter_map(|r| r.first_critical_left)
             .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
-        let (n, k) = rows.iter().fold((0, 0), |a, r| {
-            (a.0 + r.eta_seconds.0, a.1 + r.eta_seconds.1)
+        let (n, k, b) = rows.iter().fold((0, 0, 0), |a, r| {
+            (
+                a.0 + r.eta_seconds.0,
+                a.1 + r.eta_seconds.1,
+                a.2 + r.bounds_hold,
+            )
         });
         let crash = rows[0].crash;
         let healthy = if crash.is_none() {
@@ -358,7 +382,7 @@ pub fn table(scores: &[Score]) -> String {
             "".into()
         };
         s.push_str(&format!(
-            "| {run} | {det} | {} | {} | {} | {} | {} | {healthy} |\n",
+            "| {run} | {det} | {} | {} | {} | {} | {} | {} | {healthy} |\n",
             opt(crash),
             if crash.is_some() {
                 opt(Some(worst(|r| r.critical_lead)))
@@ -373,6 +397,11 @@ pub fn table(scores: &[Score]) -> String {
             },
             if n > 0 {
                 format!("{:.0} % of {n}", 100.0 * k as f64 / n as f64)
+            } else {
+                "–".into()
+            },
+            if n > 0 && det == "gpumem-exporter" {
+                format!("{:.0} %", 100.0 * b as f64 / n as f64)
             } else {
                 "–".into()
             },

@@ -16,8 +16,16 @@
     // null: no `for`. At a 15 s scrape and evaluation the page already waits up to 30 s, and
     // a critical forecast leaves about a minute (docs/alerts.md, the delay budget).
     oomImminentFor: null,
+    // A staircase (a batch-size warm-up, a cache grown segment by segment) can lose its ETA
+    // between two steps; the page stays open across such a gap instead of resolving and
+    // firing again. A false page costs this much longer; a crash ends its series, and the
+    // page resolves this long after.
+    oomImminentKeepFiringFor: '2m',
     oomRiskHighRiskLevel: 2,
     oomRiskHighFor: '30s',
+    oomRiskHighKeepFiringFor: '1m',
+    // Tight but steady headroom (gpumem_headroom_tight): a ticket for the owners, never a page.
+    headroomTightFor: '15m',
 
     // --- leaks -------------------------------------------------------------------------------
     // The exporter decides what is a leak (gpumem_leak_suspected). A minimum slope here drops

@@ -17,6 +17,9 @@ use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
 
 type ProcKey = (u32, String);
 
+/// Frees of the allocator after which a process counts as working (`ProcState::freed_at`): one
+/// free also comes from loading or compiling (a temporary buffer dropped); three are steps.
+const WORKING_FREES: u32 = 3;
 /// Window over which allocator retries count as "recent".
 const RETRY_WINDOW: f64 = 60.0;
 /// The high-water mark of a process's allocated bytes is taken over this window: a step's
@@ -71,6 +74,8 @@ struct GpuAnalysis {
     trend: Option<Trend>,
     leak_slope: Option<f64>,
     leak_suspected: bool,
+    /// Tight but steady headroom (see `oom::tight`).
+    tight: bool,
 }
 
 struct ProcState {
@@ -111,9 +116,17 @@ struct ProcState {
     peak_need: Series,
     /// The allocator's peak of allocated bytes and when it last rose.
     peak: Option<(u64, Time)>,
-    /// When the allocator first freed memory (allocated fell by a step below its maximum):
-    /// the process is working, no longer loading.
+    /// `demand` and `peak_need` at a coarse resolution over the history window: what the
+    /// process needed before the forecast's window (see `analyse`).
+    demand_history: Series,
+    peak_history: Series,
+    /// When the allocator first freed memory: the leak test's history starts there.
+    first_free: Option<Time>,
+    /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
+    /// below its maximum since the last free): the process is working, its step has run a few
+    /// times, no longer loading or compiling.
     freed_at: Option<Time>,
+    frees: (u32, f64),
     /// Segments taken from the driver (time, bytes) within the forecast's window.
     segments: VecDeque<(Time, f64)>,
     /// Its credible demand trend, and its own forecast.
@@ -154,6 +167,10 @@ impl ProcState {
             peak_need: recent(),
             peak: None,
             freed_at: None,
+            first_free: None,
+            frees: (0, 0.0),
+            demand_history: Series::new(shape.coarse_res, shape.window),
+            peak_history: Series::new(shape.coarse_res, shape.window),
             segments: VecDeque::new(),
             demand_trend: None,
             eta: None,
@@ -547,9 +564,17 @@ impl Engine {
                 }
             }
             if st.freed_at.is_none() {
-                let high = st.alloc_series.max_since(st.first_seen).unwrap_or(0.0);
-                if (d.allocated_bytes as f64) < high - oom::MIN_STEP_BYTES {
-                    st.freed_at = Some(t);
+                let allocated = d.allocated_bytes as f64;
+                let (n, high) = &mut st.frees;
+                if allocated < *high - oom::MIN_STEP_BYTES {
+                    *n += 1;
+                    *high = allocated;
+                    st.first_free.get_or_insert(t);
+                    if *n >= WORKING_FREES {
+                        st.freed_at = Some(t);
+                    }
+                } else {
+                    *high = high.max(allocated);
                 }
             }
             if let Some(pk) = d.allocated_peak_bytes {
@@ -650,8 +675,9 @@ impl Engine {
             let warm = p.warm_from(warmup);
             let key = (lp.half_window(now), reporting);
             let series = p.demand_series(reporting);
+            let leak_from = p.first_free.map_or(warm, |t| t.min(warm));
             let estimate =
-                (p.leak_key != Some(key)).then(|| leak::estimate(series, warm, now, &lp));
+                (p.leak_key != Some(key)).then(|| leak::estimate(series, leak_from, now, &lp));
             if let Some(e) = estimate {
                 p.leak = e;
                 p.leak_key = Some(key);
@@ -664,12 +690,14 @@ impl Engine {
                 let peak = Self::peak_need(p, reporting, now);
                 let (need, held) = Self::need_and_held(p, peak, warmup);
                 p.demand.push(now, need);
+                p.demand_history.push(now, need);
                 if now >= warm && held < p.held_now - oom::MIN_STEP_BYTES {
                     p.gave_back_at = Some(now);
                 }
                 p.held_now = held;
                 if let Some(peak) = peak {
                     p.peak_need.push(now, peak);
+                    p.peak_history.push(now, peak);
                 }
             }
             // Only the points since the warm-up: a loading ramp is no part of the trend, and a
@@ -677,20 +705,32 @@ impl Engine {
             // Of the two views of its growth, the steeper credible one: the held bytes grow
             // faster than the peak when split segments serve new peaks only in part, the peak
             // shows steps the cache absorbs for a while.
-            let fit = |s: &Series| {
-                let points: Vec<(f64, f64)> = s
-                    .since(warm.max(now - eta_window))
-                    .map(|b| (b.t, b.max()))
-                    .collect();
+            // Demand counts as growth only above what the process already needed before the
+            // window, its loading included: a peak that comes back to the same height (an
+            // evaluation, a burst of requests, a cache taken again after `empty_cache`) is a
+            // recurring need, not growth.
+            let from = warm.max(now - eta_window);
+            let fit = |s: &Series, history: &Series| {
+                let before = history
+                    .since(f64::NEG_INFINITY)
+                    .take_while(|b| b.t + history.resolution() <= from)
+                    .map(|b| b.max())
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let points: Vec<(f64, f64)> =
+                    s.since(from).map(|b| (b.t, b.max().max(before))).collect();
                 fit_demand(&points, oom::MIN_STEP_BYTES)
             };
             let ep = self.eta_params;
             p.demand_trend = if now >= warm {
-                [fit(&p.demand), fit(&p.peak_need)]
-                    .into_iter()
-                    .flatten()
-                    .filter(|t| oom::credible(t, &ep))
-                    .max_by(|a, b| a.slope.total_cmp(&b.slope))
+                [
+                    (fit(&p.demand, &p.demand_history), &p.demand),
+                    (fit(&p.peak_need, &p.peak_history), &p.peak_need),
+                ]
+                .into_iter()
+                .filter_map(|(t, raw)| t.zip(Some(raw)))
+                .filter(|(t, raw)| oom::credible(t, &ep) && oom::persistent(t, raw, from, now))
+                .map(|(t, _)| t)
+                .max_by(|a, b| a.slope.total_cmp(&b.slope))
             } else {
                 None
             };
@@ -867,6 +907,16 @@ impl Engine {
             g.leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
             g.leak_key = Some(key);
         }
+        let peak_used = g
+            .used
+            .max_since(now - self.cfg.analysis.peak_window.as_secs_f64())
+            .unwrap_or(m.used as f64);
+        let tight = oom::tight(
+            assessed.0,
+            retries,
+            peak_used / m.total.max(1) as f64,
+            &self.risk_params,
+        );
         let device_leak = g.leak;
         let device_flag =
             g.leak_state
@@ -878,6 +928,7 @@ impl Engine {
             trend,
             leak_slope,
             leak_suspected: any_suspected || (slope_sum.is_none() && device_flag),
+            tight,
         }
     }
 
@@ -1023,6 +1074,7 @@ impl Engine {
                     .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0))),
                 eta_seconds: g.analysis.eta.map(|e| e.seconds),
                 eta_lower_seconds: g.analysis.eta.map(|e| e.lower),
+                eta_upper_seconds: g.analysis.eta.and_then(|e| e.upper),
                 growth_bytes_per_second: g.analysis.eta.map(|e| e.slope),
                 trend: g.analysis.trend,
                 risk: RiskLevel::Low,
@@ -1030,6 +1082,7 @@ impl Engine {
                 recommendation: "",
                 leak_slope: g.analysis.leak_slope,
                 leak_suspected: g.analysis.leak_suspected,
+                headroom_tight: g.analysis.tight,
                 fragmentation: frag,
                 cached_unallocated: cached,
                 unattributed: g.unattributed.filter(|_| up),
@@ -1364,6 +1417,71 @@ mod tests {
         assert!(eta(7).is_some() && eta(8).is_none());
     }
 
+    /// Training at 60 GiB, and every 40 s an evaluation that takes the process to 97 GiB of a
+    /// 100 GiB GPU with allocator retries, then `empty_cache`: the same peak every time.
+    fn tight_eval(t: f64, grow: f64) -> Observation {
+        let gib = (1u64 << 30) as f64;
+        let base = 60.0 * gib + grow * t;
+        let eval = (t as u64 % 40) >= 32;
+        let allocated = base
+            + if eval {
+                34.0 * gib
+            } else {
+                2.0 * gib * (t as u64 % 2) as f64
+            };
+        let reserved = if eval {
+            base + 36.0 * gib
+        } else {
+            base + 3.0 * gib
+        };
+        let mut o = obs(t, &[7]);
+        let g = &mut o.gpus[0];
+        let m = g.memory.as_mut().unwrap();
+        m.used = (reserved + 0.5 * gib) as u64;
+        m.free = m.total - m.used;
+        g.processes[0].used_bytes = m.used;
+        let d = &mut o.reports[0].1.devices[0];
+        d.allocated_bytes = allocated as u64;
+        d.reserved_bytes = reserved as u64;
+        d.allocated_peak_bytes = Some((base + 34.0 * gib) as u64);
+        // Two retries at the start of every evaluation.
+        d.alloc_retries = Some(2 * (t as u64 / 40 + u64::from((t as u64 % 40) >= 32)));
+        o
+    }
+
+    #[test]
+    fn a_tight_but_steady_job_is_a_ticket_not_a_page() {
+        let mut e = Engine::new(&Config::default(), "test");
+        let mut tight_seen = false;
+        for t in 0..400u32 {
+            e.observe(&tight_eval(t as f64, 0.0));
+            let snap = e.snapshot();
+            let g = &snap.gpus[0];
+            assert!(
+                g.risk < RiskLevel::High,
+                "t={t}: {:?} {:?}",
+                g.risk,
+                g.risk_reason
+            );
+            assert!(g.eta_seconds.is_none(), "t={t}: ETA {:?}", g.eta_seconds);
+            tight_seen |= g.headroom_tight;
+        }
+        assert!(tight_seen, "retries near the limit are tight headroom");
+    }
+
+    #[test]
+    fn the_same_job_with_a_growing_floor_pages() {
+        // The job above with 30 MiB/s of growth under it: its peaks no longer come back to
+        // the same height.
+        let mut e = Engine::new(&Config::default(), "test");
+        let mut worst = RiskLevel::Low;
+        for t in 0..100u32 {
+            e.observe(&tight_eval(t as f64, 30.0 * 1048576.0));
+            worst = worst.max(e.snapshot().gpus[0].risk);
+        }
+        assert!(worst >= RiskLevel::High, "{worst:?}");
+    }
+
     #[test]
     fn balanced_ranks_at_different_phases_of_their_step_are_balanced() {
         let mut e = Engine::new(&Config::default(), "test");
@@ -1401,7 +1519,7 @@ mod tests {
     }
 
     #[test]
-    fn allocator_retries_raise_the_risk_for_a_minute() {
+    fn allocator_retries_without_growth_are_medium_and_tight_for_a_minute() {
         let mut e = Engine::new(&Config::default(), "test");
         let with_retries = |t: Time, retries: u64| {
             let mut o = obs(t, &[7]);
@@ -1412,13 +1530,19 @@ mod tests {
             // Two retries at t = 30, none before or after.
             e.observe(&with_retries(i as f64, if i < 30 { 4 } else { 6 }));
             let gpu = &e.snapshot().gpus[0];
-            // High for the minute the retries count, then held for RISK_HOLD seconds.
+            // Nothing grows: medium (tight headroom, a ticket) for the minute the retries count,
+            // then held for RISK_HOLD seconds.
             let expect = if (30..90 + oom::RISK_HOLD as i32).contains(&i) {
-                (RiskLevel::High, RiskReason::AllocRetries)
+                (RiskLevel::Medium, RiskReason::AllocRetries)
             } else {
                 (RiskLevel::Low, RiskReason::None)
             };
             assert_eq!((gpu.risk, gpu.risk_reason), expect, "at t = {i}");
+            assert_eq!(
+                gpu.headroom_tight,
+                (30..90).contains(&i),
+                "tight at t = {i}"
+            );
         }
     }
 

@@ -30,6 +30,8 @@ pub struct GpuView {
     pub eta_seconds: Option<f64>,
     /// The earliest the failure is credible (growth at its upper confidence bound).
     pub eta_lower_seconds: Option<f64>,
+    /// The latest (growth at its lower confidence bound); absent where growth may stop.
+    pub eta_upper_seconds: Option<f64>,
     /// Combined growth of the trends behind the ETA, bytes per second.
     pub growth_bytes_per_second: Option<f64>,
     /// The steepest floor trend of a process on this GPU (over `analysis.eta_window`).
@@ -39,6 +41,8 @@ pub struct GpuView {
     pub recommendation: &'static str,
     pub leak_slope: Option<f64>,
     pub leak_suspected: bool,
+    /// Headroom tight but steady: allocator retries or peaks near the limit without growth.
+    pub headroom_tight: bool,
     pub fragmentation: Option<f64>,
     pub cached_unallocated: Option<f64>,
     /// Used memory that no process NVML lists accounts for: contexts of processes NVML cannot

@@ -38,11 +38,12 @@ local m = vars.match;
 
         lib.timeseries(
           'Predicted time to OOM',
-          "gpumem_oom_eta_seconds: seconds until the first allocation on the GPU fails, present only while the GPU is on course to run out and a demand trend is credible; earliest: gpumem_oom_eta_lower_seconds, the same with growth at its upper confidence bound. The exporter's critical level (ETA under 60 s) pages (GpuMemoryOomImminent).",
+          "gpumem_oom_eta_seconds: seconds until the first allocation on the GPU fails, present only while the GPU is on course to run out and a demand trend is credible; earliest and latest: gpumem_oom_eta_lower_seconds and gpumem_oom_eta_upper_seconds, the bounds calibrated on recorded crashes (the truth fell between them at most seconds of the corpus; docs/forecast.md). The exporter's critical level (ETA under 60 s) pages (GpuMemoryOomImminent).",
           's',
           [
             lib.range('gpumem_oom_eta_seconds{%s, pid=""}' % m.gpu, '{{instance}} GPU {{gpu}}'),
             lib.range('gpumem_oom_eta_lower_seconds{%s}' % m.gpu, '{{instance}} GPU {{gpu}} earliest'),
+            lib.range('gpumem_oom_eta_upper_seconds{%s}' % m.gpu, '{{instance}} GPU {{gpu}} latest'),
           ],
           base='red',
           steps=[[60, 'orange'], [600, 'green']],
@@ -50,7 +51,7 @@ local m = vars.match;
         ) + lib.at(0, 9, 12, 8),
         lib.stateTimeline(
           'OOM risk level',
-          'Exporter risk level per GPU: low, medium, high, critical.',
+          'Exporter risk level per GPU: low, medium, high, critical. Tight but steady headroom (allocator retries or peaks near full, nothing growing) is medium at most, with gpumem_headroom_tight = 1: a ticket (GpuMemoryHeadroomTight), never a page.',
           [lib.range('gpumem_oom_risk_level{%s, pid=""}' % m.gpu, '{{instance}} GPU {{gpu}}')],
           lib.valueMappings(lib.riskLevels),
           'green',

@@ -292,7 +292,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
     type OfGpu = fn(&GpuView) -> Option<f64>;
     type OfProcess = fn(&ProcessView) -> Option<f64>;
     let no_gpu: OfGpu = |_| None;
-    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 18] = [
+    let per_gpu_and_process: [(Desc, OfGpu, OfProcess); 20] = [
         (
             gauge(
                 "gpumem_process_used_bytes",
@@ -442,6 +442,24 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                 "The earliest the failing allocation is credible: the ETA with growth at its upper confidence bound.",
             ),
             |g| g.eta_lower_seconds,
+            |_| None,
+        ),
+        (
+            gauge(
+                "gpumem_oom_eta_upper_seconds",
+                Some("seconds"),
+                "The latest the failing allocation is expected: the ETA with growth at its lower confidence bound; absent where the growth may yet stop.",
+            ),
+            |g| g.eta_upper_seconds,
+            |_| None,
+        ),
+        (
+            gauge(
+                "gpumem_headroom_tight",
+                None,
+                "1 while headroom is tight but steady: allocator retries within the last minute, or the peak over the peak window at analysis.risk.high_used_fraction of the device or more, with nothing growing towards the limit. A ticket, not a page.",
+            ),
+            |g| g.up.then_some(g.headroom_tight as u8 as f64),
             |_| None,
         ),
         (
