@@ -74,8 +74,11 @@ struct GpuAnalysis {
     trend: Option<Trend>,
     leak_slope: Option<f64>,
     leak_suspected: bool,
-    /// Tight but steady headroom (see `oom::tight`).
-    tight: bool,
+    /// The level assessed now (before the hold) and the allocator retries of the last minute:
+    /// with the device's peak, whether headroom is tight but steady (`oom::tight`, read when a
+    /// snapshot is built, where the peak is read anyway).
+    assessed: RiskLevel,
+    retries: u64,
 }
 
 struct ProcState {
@@ -105,6 +108,7 @@ struct ProcState {
     leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
     /// What the process needs to get through its next step, one point per analysis (the
+    /// forecast's window, and coarser over the history window: what it needed before the
     /// forecast's window), and what it holds now.
     demand: Series,
     held_now: f64,
@@ -113,13 +117,10 @@ struct ProcState {
     gave_back_at: Option<Time>,
     /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
     /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
+    /// Tiered like `demand`.
     peak_need: Series,
     /// The allocator's peak of allocated bytes and when it last rose.
     peak: Option<(u64, Time)>,
-    /// `demand` and `peak_need` at a coarse resolution over the history window: what the
-    /// process needed before the forecast's window (see `analyse`).
-    demand_history: Series,
-    peak_history: Series,
     /// When the allocator first freed memory: the leak test's history starts there.
     first_free: Option<Time>,
     /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
@@ -137,7 +138,6 @@ struct ProcState {
 
 impl ProcState {
     fn new(t: Time, shape: SeriesShape) -> Self {
-        let recent = || Series::new(shape.res, shape.fine_window);
         ProcState {
             comm: None,
             pod: None,
@@ -161,16 +161,14 @@ impl ProcState {
             leak: None,
             leak_key: None,
             leak_suspected: false,
-            demand: recent(),
+            demand: shape.series(),
             held_now: 0.0,
             gave_back_at: None,
-            peak_need: recent(),
+            peak_need: shape.series(),
             peak: None,
             freed_at: None,
             first_free: None,
             frees: (0, 0.0),
-            demand_history: Series::new(shape.coarse_res, shape.window),
-            peak_history: Series::new(shape.coarse_res, shape.window),
             segments: VecDeque::new(),
             demand_trend: None,
             eta: None,
@@ -690,14 +688,12 @@ impl Engine {
                 let peak = Self::peak_need(p, reporting, now);
                 let (need, held) = Self::need_and_held(p, peak, warmup);
                 p.demand.push(now, need);
-                p.demand_history.push(now, need);
                 if now >= warm && held < p.held_now - oom::MIN_STEP_BYTES {
                     p.gave_back_at = Some(now);
                 }
                 p.held_now = held;
                 if let Some(peak) = peak {
                     p.peak_need.push(now, peak);
-                    p.peak_history.push(now, peak);
                 }
             }
             // Only the points since the warm-up: a loading ramp is no part of the trend, and a
@@ -710,12 +706,8 @@ impl Engine {
             // evaluation, a burst of requests, a cache taken again after `empty_cache`) is a
             // recurring need, not growth.
             let from = warm.max(now - eta_window);
-            let fit = |s: &Series, history: &Series| {
-                let before = history
-                    .since(f64::NEG_INFINITY)
-                    .take_while(|b| b.t + history.resolution() <= from)
-                    .map(|b| b.max())
-                    .fold(f64::NEG_INFINITY, f64::max);
+            let fit = |s: &Series| {
+                let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
                 let points: Vec<(f64, f64)> =
                     s.since(from).map(|b| (b.t, b.max().max(before))).collect();
                 fit_demand(&points, oom::MIN_STEP_BYTES)
@@ -723,8 +715,8 @@ impl Engine {
             let ep = self.eta_params;
             p.demand_trend = if now >= warm {
                 [
-                    (fit(&p.demand, &p.demand_history), &p.demand),
-                    (fit(&p.peak_need, &p.peak_history), &p.peak_need),
+                    (fit(&p.demand), &p.demand),
+                    (fit(&p.peak_need), &p.peak_need),
                 ]
                 .into_iter()
                 .filter_map(|(t, raw)| t.zip(Some(raw)))
@@ -907,16 +899,6 @@ impl Engine {
             g.leak = leak::estimate(&g.used, g.first_seen, now, &self.leak_params);
             g.leak_key = Some(key);
         }
-        let peak_used = g
-            .used
-            .max_since(now - self.cfg.analysis.peak_window.as_secs_f64())
-            .unwrap_or(m.used as f64);
-        let tight = oom::tight(
-            assessed.0,
-            retries,
-            peak_used / m.total.max(1) as f64,
-            &self.risk_params,
-        );
         let device_leak = g.leak;
         let device_flag =
             g.leak_state
@@ -928,7 +910,8 @@ impl Engine {
             trend,
             leak_slope,
             leak_suspected: any_suspected || (slope_sum.is_none() && device_flag),
-            tight,
+            assessed: assessed.0,
+            retries,
         }
     }
 
@@ -1062,16 +1045,26 @@ impl Engine {
                 fragmentation::combine(&views)
             };
             let up = g.memory.is_some();
+            // The history keeps f32 values: never show a peak below the current reading.
+            let peak = g
+                .used
+                .max_since(now - peak_window)
+                .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0)));
+            let headroom_tight = match (peak, g.memory) {
+                (Some(peak), Some(m)) => oom::tight(
+                    g.analysis.assessed,
+                    g.analysis.retries,
+                    peak as f64 / m.total.max(1) as f64,
+                    &self.risk_params,
+                ),
+                _ => false,
+            };
             let mut view = GpuView {
                 id: g.id.clone(),
                 up,
                 memory: g.memory,
                 peak_lifetime: g.peak_lifetime,
-                // The history keeps f32 values: never show a peak below the current reading.
-                peak_window: g
-                    .used
-                    .max_since(now - peak_window)
-                    .map(|v| (v as u64).max(g.memory.map(|m| m.used).unwrap_or(0))),
+                peak_window: peak,
                 eta_seconds: g.analysis.eta.map(|e| e.seconds),
                 eta_lower_seconds: g.analysis.eta.map(|e| e.lower),
                 eta_upper_seconds: g.analysis.eta.and_then(|e| e.upper),
@@ -1082,7 +1075,7 @@ impl Engine {
                 recommendation: "",
                 leak_slope: g.analysis.leak_slope,
                 leak_suspected: g.analysis.leak_suspected,
-                headroom_tight: g.analysis.tight,
+                headroom_tight,
                 fragmentation: frag,
                 cached_unallocated: cached,
                 unattributed: g.unattributed.filter(|_| up),

@@ -138,6 +138,15 @@ impl Series {
     pub fn max_since(&self, t0: Time) -> Option<f64> {
         self.tier_for(f64::INFINITY, t0).max_since(t0)
     }
+    /// The highest value of the buckets that end by `t`, over the whole window (the coarse
+    /// tier where there is one).
+    pub fn max_before(&self, t: Time) -> Option<f64> {
+        let tier = self.coarse.as_ref().unwrap_or(&self.fine);
+        tier.since(f64::NEG_INFINITY)
+            .take_while(|b| b.t + tier.resolution <= t)
+            .map(|b| b.max())
+            .reduce(f64::max)
+    }
     pub fn clear(&mut self) {
         self.fine.clear();
         if let Some(c) = &mut self.coarse {

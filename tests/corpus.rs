@@ -118,23 +118,25 @@ fn check(set: &str) {
                     "{at}: high held from {high:.0} s before the crash (target {need:.0})"
                 ));
             }
-            let share = s.eta_share().unwrap_or(0.0);
-            let need = floor(&run.name, "eta").unwrap_or(0.60);
-            if share < need {
-                failures.push(format!(
-                    "{at}: ETA within 35 % at {:.0} % of the seconds with 20–120 s left (target {:.0} %)",
-                    100.0 * share,
-                    100.0 * need
-                ));
-            }
-            let share = s.bounds_share().unwrap_or(0.0);
-            let need = floor(&run.name, "bounds").unwrap_or(0.80);
-            if share < need {
-                failures.push(format!(
-                    "{at}: the ETA's bounds hold the truth at {:.0} % of the seconds with 20–120 s left (target {:.0} %)",
-                    100.0 * share,
-                    100.0 * need
-                ));
+            let shares = [
+                ("eta", s.eta_share(), 0.60, "ETA within 35 %"),
+                (
+                    "bounds",
+                    s.bounds_share(),
+                    0.80,
+                    "the ETA's bounds hold the truth",
+                ),
+            ];
+            for (what, share, target, says) in shares {
+                let share = share.unwrap_or(0.0);
+                let need = floor(&run.name, what).unwrap_or(target);
+                if share < need {
+                    failures.push(format!(
+                        "{at}: {says} at {:.0} % of the seconds with 20–120 s left (target {:.0} %)",
+                        100.0 * share,
+                        100.0 * need
+                    ));
+                }
             }
         }
     }

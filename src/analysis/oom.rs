@@ -99,9 +99,9 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
 /// Width of the windows whose minima tell a level the demand keeps from one it only visits.
 pub const PERSIST_WINDOW: f64 = 10.0;
 
-/// A rise of the demand's envelope (`trend`, fitted on its records) is growth only when the
-/// demand keeps what it reached: the minima of `raw` over `PERSIST_WINDOW` windows rise at
-/// half the envelope's pace or more. Records of a heavy-tailed need (the largest batch of
+/// A rise of the demand (`trend`, fitted on the demand above what the process needed before)
+/// is growth only when the demand keeps what it reached: the minima of `raw` over
+/// `PERSIST_WINDOW` windows rise at half the trend's pace or more. Records of a heavy-tailed need (the largest batch of
 /// requests so far, the longest sequence, a new input size benchmarked once) come and go;
 /// a leak, a growing cache or a larger batch stays.
 pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time) -> bool {
@@ -158,9 +158,10 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     })
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RiskLevel {
+    #[default]
     Low = 0,
     Medium = 1,
     High = 2,
