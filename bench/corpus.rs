@@ -16,6 +16,7 @@ pub mod detection;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use gpumem_exporter::analysis::verdict::held_from;
 use serde_json::Value;
 
 /// One recorded run: its traces and what really happened.
@@ -266,8 +267,6 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
         crash: run.crash,
         ..Default::default()
     };
-    let mut crit_since = None;
-    let mut high_since = None;
     for x in seconds {
         if let Some(c) = run.crash {
             if x.t >= c {
@@ -275,15 +274,7 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
             }
             let left = c - x.t;
             if x.risk >= 3 {
-                crit_since.get_or_insert(x.t);
                 s.first_critical_left.get_or_insert(left);
-            } else {
-                crit_since = None;
-            }
-            if x.risk >= 2 {
-                high_since.get_or_insert(x.t);
-            } else {
-                high_since = None;
             }
             if (20.0..=120.0).contains(&left) {
                 s.eta_seconds.0 += 1;
@@ -304,8 +295,9 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
         }
     }
     if let Some(c) = run.crash {
-        s.critical_lead = crit_since.map(|t| c - t);
-        s.high_lead = high_since.map(|t| c - t);
+        let held = |level: u8| held_from(seconds.iter().map(|x| (x.t, x.risk >= level)), Some(c));
+        s.critical_lead = held(3).map(|t| c - t);
+        s.high_lead = held(2).map(|t| c - t);
     }
     s
 }

@@ -413,9 +413,19 @@ pub struct ReplayArgs {
     /// Trace files (JSON Lines).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Where to write the timeline (JSON Lines, one object per second of trace time); - for stdout.
+    /// Where to write the timeline (JSON Lines, one object per second of trace time); - for
+    /// stdout. Without it, the verdict is printed for a person instead.
     #[arg(long, short, value_name = "FILE")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
+    /// Write the verdict as JSON: when the first allocation failed (`oom_t`), from when the
+    /// exporter warned and paged without a break up to it (`warning_from_t`, `critical_from_t`
+    /// and their leads), the ETA 60, 30 and 10 s before, per GPU too.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Draw the recording (.png or .svg): device used and free, each process, the failing
+    /// request, the risk level as bands, and the ETA against the time that was really left.
+    #[arg(long, value_name = "FILE")]
+    pub chart: Option<PathBuf>,
     #[command(flatten)]
     pub pace: PaceArgs,
 }

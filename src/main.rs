@@ -34,9 +34,7 @@ fn main() -> ExitCode {
     gpumem_exporter::logging::init(&cfg);
     let result = match command {
         None | Some(Command::Serve(_)) => commands::serve::run(cfg),
-        Some(Command::Replay(args)) => {
-            commands::replay::write_timeline(&cfg, &args.files, &args.output)
-        }
+        Some(Command::Replay(args)) => commands::replay::run(&cfg, &args),
         Some(_) => unreachable!("the report commands are run by workflow::dispatch"),
     };
     match result {

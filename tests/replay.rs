@@ -166,3 +166,136 @@ fn log_format_json_writes_one_object_per_line() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--log.format"));
 }
+
+/// `replay FILE... --summary S [--chart C]` with no timeline: (stdout, summary).
+fn verdict_of(
+    files: &[std::path::PathBuf],
+    chart: Option<&std::path::Path>,
+) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("replay").args(files).arg("--summary").arg(&summary);
+    cmd.args(["--sample-interval", "1s", "--replay.report-interval", "1s"]);
+    if let Some(c) = chart {
+        cmd.arg("--chart").arg(c);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (String::from_utf8(out.stdout).unwrap(), json)
+}
+
+fn corpus_run(name: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces/corpus/dev")
+        .join(name);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_summary_of_a_real_crash_names_the_failure_and_the_leads() {
+    let files = corpus_run("c-batch-warmup");
+    let header: serde_json::Value = {
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(&files[0]).unwrap()),
+            &mut text,
+        )
+        .unwrap();
+        serde_json::from_str(text.lines().next().unwrap()).unwrap()
+    };
+    let (printed, s) = verdict_of(&files, None);
+    let oom = s["oom_t"].as_f64().unwrap();
+    assert_eq!(
+        oom,
+        header["oom_t"].as_f64().unwrap(),
+        "the recorder's own oom_t"
+    );
+    let failure = &s["failure"];
+    assert!(
+        failure["request_bytes"].as_u64().unwrap() > failure["device_free_bytes"].as_u64().unwrap()
+    );
+    // Leads are the crash minus the start of the unbroken run, which lies before the crash.
+    for (from, lead) in [
+        ("warning_from_t", "warning_lead_s"),
+        ("critical_from_t", "critical_lead_s"),
+    ] {
+        let from = s[from].as_f64().expect(from);
+        assert!(from < oom);
+        assert!((s[lead].as_f64().unwrap() - (oom - from)).abs() < 0.01);
+    }
+    assert!(s["warning_from_t"].as_f64() <= s["critical_from_t"].as_f64());
+    assert_eq!(s["eta_before"]["10"]["risk"], "critical");
+    assert_eq!(s["gpus"].as_array().unwrap().len(), 1);
+    // The same verdict, for a person.
+    assert!(
+        printed.contains(&format!("Out of memory at {oom:.1} s")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!(
+            "Paged (risk critical) from {:.0} s",
+            s["critical_from_t"].as_f64().unwrap()
+        )),
+        "{printed}"
+    );
+}
+
+#[test]
+fn a_healthy_recording_has_no_failure_and_no_lead() {
+    let (printed, s) = verdict_of(&corpus_run("h-ckpt"), None);
+    assert!(s["oom_t"].is_null() && s["failure"].is_null());
+    assert!(s["warning_lead_s"].is_null() && s["critical_lead_s"].is_null());
+    assert_eq!(
+        s["seconds_at_critical"], 0,
+        "a healthy corpus run never pages"
+    );
+    assert!(printed.contains("No allocation failed"), "{printed}");
+}
+
+#[test]
+fn the_chart_is_a_png_with_two_panels_per_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("run.png");
+    verdict_of(&corpus_run("c-batch-warmup"), Some(&png));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!(h, 2 * 380, "memory and forecast panels");
+}
+
+#[test]
+fn a_trace_cut_short_by_a_kill_replays_up_to_its_last_whole_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.jsonl");
+    let text = std::fs::read_to_string(trace("d1-oom.jsonl")).unwrap();
+    let keep: Vec<&str> = text.lines().take(200).collect();
+    // What a SIGKILL mid-write leaves: whole lines, then half of one, no newline.
+    std::fs::write(
+        &cut,
+        format!("{}\n{{\"kind\":\"sample\",\"t\":9", keep.join("\n")),
+    )
+    .unwrap();
+    let (_, s) = verdict_of(std::slice::from_ref(&cut), None);
+    assert!(s["end_t"].as_f64().unwrap() > 0.0);
+    // The same half line with its newline is not a kill's doing: an error naming the line.
+    std::fs::write(
+        &cut,
+        format!("{}\n{{\"kind\":\"sample\",\"t\":9\n", keep.join("\n")),
+    )
+    .unwrap();
+    let out = Command::new(BIN).arg("replay").arg(&cut).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut.jsonl:201:"));
+}

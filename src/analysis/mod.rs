@@ -7,3 +7,4 @@ pub mod leak;
 pub mod oom;
 pub mod stats;
 pub mod trend;
+pub mod verdict;

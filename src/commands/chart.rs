@@ -8,6 +8,7 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
 /// Chart formats, from the file name.
@@ -24,6 +25,7 @@ pub const RED: RGBColor = RGBColor(214, 39, 40);
 pub const PURPLE: RGBColor = RGBColor(148, 103, 189);
 pub const GREY: RGBColor = RGBColor(150, 150, 150);
 pub const YELLOW: RGBColor = RGBColor(200, 160, 0);
+pub const INK: RGBColor = RGBColor(30, 30, 30);
 
 const PANEL_WIDTH: u32 = 1200;
 const PANEL_HEIGHT: u32 = 380;
@@ -95,8 +97,18 @@ pub struct HLine {
 }
 
 /// A vertical marker (a phase change, an event).
+#[derive(Clone)]
 pub struct Marker {
     pub x: f64,
+    pub label: String,
+    pub color: RGBColor,
+}
+
+/// A shaded stretch of time behind the data (e.g. a risk level that held); one legend entry
+/// per label.
+pub struct Band {
+    pub x0: f64,
+    pub x1: f64,
     pub label: String,
     pub color: RGBColor,
 }
@@ -109,6 +121,7 @@ pub struct Panel {
     pub lines: Vec<Line>,
     pub hlines: Vec<HLine>,
     pub markers: Vec<Marker>,
+    pub bands: Vec<Band>,
 }
 
 /// The contiguous runs of defined values.
@@ -156,6 +169,21 @@ where
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+    let mut legend: Vec<&str> = Vec::new();
+    for b in &p.bands {
+        let fill = b.color.mix(0.22).filled();
+        let s = chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(b.x0, 0.0), (b.x1, y_max)],
+                fill,
+            )))
+            .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+        if !legend.contains(&b.label.as_str()) {
+            legend.push(&b.label);
+            s.label(b.label.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 18, y + 4)], fill));
+        }
+    }
     for h in &p.hlines {
         let color = h.color;
         chart
@@ -174,11 +202,17 @@ where
             ))
             .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
         if !m.label.is_empty() {
+            // A marker near the right edge writes its label to its left, inside the plot.
+            let anchor = if m.x > x_max * 0.7 {
+                Pos::new(HPos::Right, VPos::Top)
+            } else {
+                Pos::new(HPos::Left, VPos::Top)
+            };
             chart
                 .draw_series(std::iter::once(Text::new(
                     m.label.clone(),
                     (m.x, y_max * 0.98),
-                    ("sans-serif", 11).into_font().color(&m.color),
+                    ("sans-serif", 11).into_font().color(&m.color).pos(anchor),
                 )))
                 .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
         }
@@ -191,7 +225,7 @@ where
             let s = chart
                 .draw_series(LineSeries::new(seg, color.stroke_width(width)))
                 .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
-            if !labelled {
+            if !labelled && !l.label.is_empty() {
                 s.label(l.label.clone()).legend(move |(x, y)| {
                     Rectangle::new([(x, y - 4), (x + 18, y + 4)], color.filled())
                 });

@@ -192,6 +192,7 @@ pub fn panels(r: &FragmentReport) -> Vec<Panel> {
                         color: chart::PURPLE,
                     })
                     .collect(),
+                bands: vec![],
             }
         })
         .collect()

@@ -491,6 +491,7 @@ pub fn panels(r: &ProfileReport) -> Vec<Panel> {
                 ],
                 hlines,
                 markers,
+                bands: vec![],
             }
         })
         .collect()

@@ -86,6 +86,11 @@ pub fn check_plot(path: &Path, flag: &str) -> anyhow::Result<ImageKind> {
 
 /// Write a report as pretty JSON to a file, or to stdout for `-`.
 pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    write_json_for("--output", path, value)
+}
+
+/// [`write_json`] for a file named by `flag` (errors name it).
+pub fn write_json_for(flag: &str, path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     if path.as_os_str() == "-" {
@@ -94,7 +99,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
         out.flush()?;
     } else {
         std::fs::write(path, text)
-            .map_err(|e| anyhow::anyhow!("--output: cannot write {}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("{flag}: cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

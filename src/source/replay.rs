@@ -96,6 +96,10 @@ enum Line {
         name: String,
         #[serde(default)]
         error: Option<String>,
+        #[serde(default)]
+        request_bytes: Option<u64>,
+        #[serde(default)]
+        device_free: Option<u64>,
     },
 }
 
@@ -108,7 +112,22 @@ pub enum Item {
     Event {
         name: String,
         message: Option<String>,
+        /// An out-of-memory event's failing request and the device's free bytes then, where
+        /// the recorder caught them.
+        request_bytes: Option<u64>,
+        device_free: Option<u64>,
     },
+}
+
+/// A failed allocation in the replayed traces, on the replay's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub t: f64,
+    pub pid: u32,
+    pub gpu: GpuIdentity,
+    pub request_bytes: Option<u64>,
+    pub device_free: Option<u64>,
+    pub message: Option<String>,
 }
 
 /// One trace file, parsed.
@@ -134,23 +153,46 @@ pub enum TraceError {
 }
 
 /// Parse a trace from any reader; `name` is used in errors.
-pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
+///
+/// A last line without its newline that does not parse is what a recorder killed mid-write
+/// leaves: it is dropped with a warning, and the trace up to it replays. Anywhere else a
+/// malformed line is an error that names it.
+pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
     let mut header = None;
     let mut items = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| TraceError::Parse {
+    let mut buf = String::new();
+    for i in 0.. {
+        buf.clear();
+        let n = reader.read_line(&mut buf).map_err(|e| TraceError::Parse {
             path: name.into(),
             line: i + 1,
             message: e.to_string(),
         })?;
+        if n == 0 {
+            break;
+        }
+        let line = buf.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Line = serde_json::from_str(&line).map_err(|e| TraceError::Parse {
-            path: name.into(),
-            line: i + 1,
-            message: e.to_string(),
-        })?;
+        let parsed: Line = match serde_json::from_str(line) {
+            Ok(l) => l,
+            Err(_) if !buf.ends_with('\n') && header.is_some() => {
+                tracing::warn!(
+                    trace = name,
+                    line = i + 1,
+                    "last line cut short (a recorder killed mid-write?): dropped"
+                );
+                break;
+            }
+            Err(e) => {
+                return Err(TraceError::Parse {
+                    path: name.into(),
+                    line: i + 1,
+                    message: e.to_string(),
+                })
+            }
+        };
         let bad = |message: &str| TraceError::Parse {
             path: name.into(),
             line: i + 1,
@@ -170,7 +212,13 @@ pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError
                 }
                 items.push((t, Item::Sample { nvml, torch }));
             }
-            Line::Event { t, name, error } => {
+            Line::Event {
+                t,
+                name,
+                error,
+                request_bytes,
+                device_free,
+            } => {
                 if !t.is_finite() {
                     return Err(bad("event time is not a finite number"));
                 }
@@ -179,6 +227,8 @@ pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError
                     Item::Event {
                         name,
                         message: error,
+                        request_bytes,
+                        device_free,
                     },
                 ));
             }
@@ -331,6 +381,29 @@ impl ReplaySource {
         self.timeline.first().map(|x| x.0).unwrap_or(0.0).min(0.0)
     }
 
+    /// Every failed allocation in the traces, in time order.
+    pub fn failures(&self) -> Vec<Failure> {
+        self.timeline
+            .iter()
+            .filter_map(|(t, slot, pid, item)| match item {
+                Item::Event {
+                    name,
+                    message,
+                    request_bytes,
+                    device_free,
+                } if name == "oom" => Some(Failure {
+                    t: *t,
+                    pid: *pid,
+                    gpu: self.gpus[*slot].id.clone(),
+                    request_bytes: *request_bytes,
+                    device_free: *device_free,
+                    message: message.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The raw timeline, for the detection benchmark's ground truth.
     pub fn gpu_ids(&self) -> Vec<GpuIdentity> {
         self.gpus.iter().map(|g| g.id.clone()).collect()
@@ -391,7 +464,7 @@ impl Source for ReplaySource {
                         }
                     }
                 }
-                Item::Event { name, message } => {
+                Item::Event { name, message, .. } => {
                     let kind = if name == "oom" {
                         EventKind::Oom
                     } else {
