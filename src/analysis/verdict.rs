@@ -155,15 +155,16 @@ mod tests {
 
     #[test]
     fn leads_count_the_unbroken_run_that_reaches_the_failure() {
-        // A critical blip at 1 s that resolved does not count; the run from 4 s does.
+        // A critical blip at 1 s that resolved does not count; the run from 4 s does. The low
+        // second at 9 s comes at the failure, not before it.
         let s = run(&[
             Low, Critical, High, Low, High, High, Critical, Critical, Critical, Low,
         ]);
-        let v = verdict(&s, Some(9.5));
+        let v = verdict(&s, Some(9.0));
         assert_eq!(v.warning_from_t, Some(4.0));
         assert_eq!(v.critical_from_t, Some(6.0));
-        assert_eq!(v.warning_lead_s, Some(5.5));
-        assert_eq!(v.critical_lead_s, Some(3.5));
+        assert_eq!(v.warning_lead_s, Some(5.0));
+        assert_eq!(v.critical_lead_s, Some(3.0));
         assert_eq!(v.first_critical_t, Some(1.0));
         assert_eq!((v.seconds_at_warning, v.seconds_at_critical), (7, 4));
     }

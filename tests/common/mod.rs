@@ -1,6 +1,7 @@
 //! Helpers for tests that run the real binary.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -83,11 +84,17 @@ impl Exporter {
     /// On the simulator, with the ingest socket in a fresh folder, serving on a free port; its
     /// log goes to a file there (`log()`), so that a chatty exporter never blocks on a pipe.
     pub fn launch(l: Launch) -> Exporter {
+        Self::launch_on("sim", &[], l)
+    }
+
+    /// `launch` on another `--source`, with `env` added to its environment (the NVML
+    /// stand-in's library path and script).
+    pub fn launch_on(source: &str, env: &[(&str, &OsStr)], l: Launch) -> Exporter {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("ingest.sock");
         let port = free_port();
         let mut cmd = Command::new(BIN);
-        cmd.args(["--source", "sim"]);
+        cmd.args(["--source", source]).envs(env.iter().copied());
         if !l.config_yaml.is_empty() {
             let cfg = dir.path().join("config.yml");
             std::fs::write(&cfg, l.config_yaml).unwrap();

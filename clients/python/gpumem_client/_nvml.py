@@ -108,8 +108,20 @@ def _check(rc: int) -> None:
 _lib = None  # type: Optional[Any]
 
 
+def device_count() -> int:
+    """How many GPUs NVML sees (loads and initialises it first)."""
+    lib = _load()
+    n = ctypes.c_uint(0)
+    _check(lib.nvmlDeviceGetCount_v2(ctypes.byref(n)))
+    return int(n.value)
+
+
 def open_device(index: int) -> Device:
     """Load libnvidia-ml.so.1 once, initialise it, and open GPU ``index``."""
+    return Device(_load(), index)
+
+
+def _load() -> Any:
     global _lib
     if _lib is None:
         try:
@@ -118,4 +130,4 @@ def open_device(index: int) -> Device:
             raise NvmlError("libnvidia-ml.so.1 not found (is the NVIDIA driver installed?): %s" % e)
         _check(lib.nvmlInit_v2())
         _lib = lib
-    return Device(_lib, index)
+    return _lib

@@ -452,6 +452,9 @@ class FakeCuda:
     def device_count(self):
         return len(self.stats)
 
+    def current_device(self):
+        return 0
+
     def memory_stats(self, device=None):
         self.calls.append(("memory_stats", device))
         return dict(self.stats[device])

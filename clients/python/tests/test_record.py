@@ -1,8 +1,13 @@
-"""The recorder's trace writing and command line, without a GPU (the recording itself ran on
-an H100 to make tests/traces/corpus in the exporter's repository)."""
+"""The recorder's trace writing, its view of the job and its command line, without a GPU. The
+recorder end to end (stand-in NVML, real signals, replayed traces) is tested from the exporter's
+repository (tests/recorder.rs); on a GPU, the recordings of tests/traces/corpus came from it."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -20,47 +25,80 @@ def write(path, objs):
             f.write(json.dumps(o) + "\n")
 
 
-def test_a_trace_merges_nvml_and_allocator_parts_by_time(tmp_path):
-    nvml = tmp_path / "nvml.jsonl"
-    torch = tmp_path / "torch-7.jsonl"
-    write(nvml, [
-        {"kind": "sample", "t": 0.0, "nvml": {"total": 100, "used": 10, "free": 90, "procs": []}},
-        {"kind": "sample", "t": 1.0, "nvml": {"total": 100, "used": 60, "free": 40, "procs": [{"pid": 7, "used": 50}]}},
-    ])
-    write(torch, [
-        {"kind": "meta", "t": 0.5, "torch": "2.11.0", "uuid": "GPU-x", "alloc_conf": None},
-        {"kind": "sample", "t": 0.5, "torch": {"allocated_bytes.all.current": 1, "reserved_bytes.all.current": 2}},
-        {"kind": "event", "t": 1.5, "name": "oom", "request_bytes": 786, "device_free": 670, "error": "boom"},
-    ])
-    # A line cut short by a kill is skipped, not fatal.
-    with open(torch, "a") as f:
-        f.write('{"kind": "sam')
+def test_a_trace_is_valid_while_written_and_tidied_at_the_end(tmp_path):
     out = tmp_path / "run.jsonl"
-    h = record.write_trace(str(out), [str(nvml), str(torch)], pid=7, t0=1000.0, interval=0.5,
-                           gpu={"uuid": "GPU-x", "name": "H100", "index": 0}, truth=None, scenario="s")
+    trace = record._TraceFile(
+        str(out),
+        record._header(7, 1000.0, 0.5, {"uuid": "GPU-x", "name": "H100", "index": 0}, "s", None),
+    )
+    trace.append([
+        {"kind": "sample", "t": 1.0, "nvml": {"total": 100, "used": 60, "free": 40, "procs": [{"pid": 7, "used": 50}]}},
+        {"kind": "sample", "t": 0.5, "torch": {"allocated_bytes.all.current": 1, "reserved_bytes.all.current": 2}},
+    ])
+    # Before the end: the header first, every line flushed, the header saying it is cut short.
+    got = lines(out)
+    assert got[0]["kind"] == "header" and got[0]["complete"] is False and got[0]["pid"] == 7
+    assert len(got) == 3
+    trace.append([{"kind": "event", "t": 1.5, "name": "oom", "request_bytes": 786, "device_free": 670}])
+    # A line cut short by a kill is skipped, not fatal.
+    with open(out, "a") as f:
+        f.write('{"kind": "sam')
+    h = trace.finish(None, {"torch": "2.11.0", "alloc_conf": None, "exit_code": 1})
     got = lines(out)
     assert got[0] == h
-    assert h["kind"] == "header" and h["pid"] == 7 and h["t0_unix"] == 1000.0
     assert h["truth"] == "oom" and h["oom_t"] == 1.5, "an OOM event makes the truth"
     assert h["torch"] == "2.11.0" and h["total_memory"] == 100 and h["gpu_uuid"] == "GPU-x"
+    assert h["complete"] is True and h["exit_code"] == 1
     assert "alloc_conf" not in h, "unknown fields are left out, not null"
-    assert [o["t"] for o in got[1:]] == [0.0, 0.5, 1.0, 1.5]
-    assert all(o["kind"] != "meta" for o in got)
+    assert [o["t"] for o in got[1:]] == [0.5, 1.0, 1.5]
 
 
 def test_a_healthy_run_keeps_the_truth_it_was_given(tmp_path):
-    nvml = tmp_path / "nvml.jsonl"
-    write(nvml, [{"kind": "sample", "t": 0.0, "nvml": {"total": 100, "used": 10, "free": 90, "procs": []}}])
     out = tmp_path / "run.jsonl"
-    h = record.write_trace(str(out), [str(nvml)], pid=1, t0=0.0, interval=1.0, gpu={},
-                           truth="healthy", scenario=None)
+    trace = record._TraceFile(str(out), record._header(1, 0.0, 1.0, {}, None, "healthy"))
+    trace.append([{"kind": "sample", "t": 0.0, "nvml": {"total": 100, "used": 10, "free": 90, "procs": []}}])
+    h = trace.finish("healthy", {})
     assert h["truth"] == "healthy" and "oom_t" not in h
+
+
+def test_a_part_is_read_in_whole_lines_as_it_grows(tmp_path):
+    part = tmp_path / "torch-9.jsonl"
+    part.write_text('{"kind":"sample","t":0.5}\n{"kind":"sam')
+    child = record._Child(str(part))
+    assert child.read() == [{"kind": "sample", "t": 0.5}]
+    with open(part, "a") as f:
+        f.write('ple","t":1.0}\n')
+    assert child.read() == [{"kind": "sample", "t": 1.0}]
+    assert child.read() == []
+
+
+def test_the_job_is_its_leader_its_descendants_and_its_process_group():
+    # A leader in a group of its own whose child starts a grandchild.
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c',"
+         " 'import subprocess, sys, time; subprocess.Popen([\"sleep\", \"30\"]); time.sleep(30)']);"
+         " time.sleep(30)"],
+        start_new_session=True,
+    )
+    try:
+        found = set()
+        deadline = time.monotonic() + 30
+        while len(found) < 3 and time.monotonic() < deadline:
+            found = record.job_pids(leader.pid)
+            time.sleep(0.05)
+        assert leader.pid in found and len(found) == 3
+        assert os.getpid() not in found
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
 
 
 def test_second_processes_get_their_own_file_names():
     assert record._output_name("runs/a.jsonl", 42, True) == "runs/a.jsonl"
     assert record._output_name("runs/a.jsonl", 42, False) == "runs/a-42.jsonl"
     assert record._output_name("runs/a", 42, False) == "runs/a-42.jsonl"
+    # The same process on a second GPU.
+    assert record._output_name("runs/a.jsonl", 42, False, 1) == "runs/a-42-gpu1.jsonl"
 
 
 def test_the_command_line_wants_a_command(capsys):
@@ -85,3 +123,31 @@ def test_without_nvml_the_wrapper_says_so(tmp_path, monkeypatch, capsys):
 
 def test_events_are_a_no_op_when_nothing_records():
     record.event("step", step=1)
+
+
+def test_the_in_process_form_writes_as_it_goes_and_tidies_at_stop(tmp_path, monkeypatch, fake_torch):
+    from gpumem_client import _nvml
+    from conftest import UUID0, wait_until
+
+    def no_nvml(index):
+        raise _nvml.NvmlError("libnvidia-ml.so.1 not found")
+
+    monkeypatch.setattr(_nvml, "open_device", no_nvml)
+    out = tmp_path / "run.jsonl"
+    assert record.start(str(out), interval=0.02, scenario="inside")
+    try:
+        # Replayable while running: the header, then the allocator's samples.
+        assert wait_until(lambda: len(lines(out)) >= 4)
+        got = lines(out)
+        assert got[0]["kind"] == "header" and got[0]["complete"] is False
+        assert all("torch" in l for l in got[1:] if l["kind"] == "sample")
+        assert all(l["kind"] != "meta" for l in got), "the format replay reads, nothing else"
+        record.event("epoch", n=3)
+    finally:
+        assert record.stop() == str(out)
+    got = lines(out)
+    h = got[0]
+    assert h["complete"] is True and h["scenario"] == "inside"
+    assert h["gpu_uuid"] == "GPU-" + UUID0, "the device the allocator samples described"
+    assert any(l.get("name") == "epoch" and l.get("n") == 3 for l in got)
+    assert got[-1]["name"] == "end"
