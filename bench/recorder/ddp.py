@@ -57,12 +57,14 @@ def main():
         step(a.batch0)
     resident = None
     if a.grow and rank == dist.get_world_size() - 1:
-        torch.cuda.reset_peak_memory_stats()
-        step(a.batch0)
-        p0 = torch.cuda.max_memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step(a.batch0 + a.batch_step)
-        per_stage = torch.cuda.max_memory_allocated() - p0
+        # Measured without gradient all-reduce: the other ranks run no matching collectives.
+        with ddp.no_sync():
+            torch.cuda.reset_peak_memory_stats()
+            step(a.batch0)
+            p0 = torch.cuda.max_memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            step(a.batch0 + a.batch_step)
+            per_stage = torch.cuda.max_memory_allocated() - p0
         cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
         free = torch.cuda.mem_get_info()[0]
         hold = free - int(max(per_stage * a.stages - cached, per_stage))

@@ -9,12 +9,15 @@
 #   d  a single-GPU batch-size warm-up to a real OOM, watched live the same way.
 #
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
-#   bash bench/recorder/device.sh OUTDIR
+#   bash bench/recorder/device.sh OUTDIR [RUN...]     # runs a b c d by default
 #
 # Needs python3 with torch and transformers, torchrun, nvidia-smi; nothing from the network.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?outdir}
+shift
+RUNS=" ${*:-a b c d} "
+want() { [[ $RUNS == *" $1 "* ]]; }
 mkdir -p "$OUT"/{a,b,c,d}
 export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
@@ -37,6 +40,7 @@ verdict() {
   echo "replay exit $?" >>"$d/verdict.txt"
 }
 
+if want a; then
 say "a: healthy DDP on 2 GPUs, SIGTERM after 40 s"
 timeout -s TERM 40 $REC -o "$OUT/a/run.jsonl" --grace 20 --scenario ddp-sigterm --truth healthy -- \
   torchrun --nproc-per-node 2 bench/recorder/ddp.py --duration 600 >"$OUT/a/log" 2>&1
@@ -44,7 +48,9 @@ echo "recorder exit $?" >>"$OUT/a/log"
 sleep 3
 left ddp.py "$OUT/a/left.txt"
 verdict "$OUT/a" "$OUT"/a/run*.jsonl
+fi
 
+if want b; then
 say "b: NVML-only training job, recorder SIGKILLed after 30 s"
 $REC -o "$OUT/b/run.jsonl" --grace 5 --scenario nvml-only-sigkill --truth healthy -- \
   python3 -I bench/crashes/workloads.py healthy-steady --duration 600 --batch 4 >"$OUT/b/log" 2>&1 &
@@ -54,6 +60,7 @@ kill -9 "$rec"
 sleep 10
 left workloads.py "$OUT/b/left.txt"
 verdict "$OUT/b" "$OUT/b/run.jsonl"
+fi
 
 if [ -d "${DEBS:-.live}" ]; then
   source bench/live/stack.sh
@@ -62,6 +69,7 @@ if [ -d "${DEBS:-.live}" ]; then
   sleep 5
 fi
 
+if want c; then
 say "c: DDP on 2 GPUs until one rank runs out of memory, watched live"
 timeout -s TERM 200 $REC -o "$OUT/c/run.jsonl" --grace 20 --scenario ddp-oom -- \
   torchrun --nproc-per-node 2 bench/recorder/ddp.py --grow --stage-s 20 --stages 3 >"$OUT/c/log" 2>&1
@@ -69,7 +77,9 @@ echo "recorder exit $?" >>"$OUT/c/log"
 sleep 20
 left ddp.py "$OUT/c/left.txt"
 verdict "$OUT/c" "$OUT"/c/run*.jsonl
+fi
 
+if want d; then
 say "d: batch-size warm-up on one GPU until OOM, watched live"
 timeout -s TERM 220 $REC -o "$OUT/d/run.jsonl" --grace 20 --scenario batch-warmup -- \
   python3 bench/crashes/workloads.py batch-warmup --growth-s 100 --stage-s 20 >"$OUT/d/log" 2>&1
@@ -77,5 +87,6 @@ echo "recorder exit $?" >>"$OUT/d/log"
 sleep 20
 left workloads.py "$OUT/d/left.txt"
 verdict "$OUT/d" "$OUT"/d/run*.jsonl
+fi
 say "end"
 python3 bench/recorder/compare.py "$OUT" | tee "$OUT/compare.txt"

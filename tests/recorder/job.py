@@ -74,6 +74,9 @@ if use_torch:
     import torch
 
     torch.cuda.set_device(gpu)
+    if gpu != 0:
+        # What a DDP worker keeps on GPU 0 besides its own GPU: a small context.
+        torch.cuda.allocate(0, 64 << 20)
 used = 0
 start = time.time()
 while time.time() - start < run:

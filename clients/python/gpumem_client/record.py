@@ -146,15 +146,28 @@ class _AllocatorSampler:
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def _device_index(self, cuda: Any) -> int:
+        """The device this process's allocator holds the most on. Not ``current_device()``:
+        that is per thread, and this thread never chose one (a torchrun worker's
+        ``set_device(local_rank)`` is its main thread's); a worker also keeps a small context
+        on GPU 0. Ties keep the device sampled so far."""
         if self.uuid:
             if self._index is None:
-                self._index = cuda.current_device()
+                self._index = 0
                 for i in range(cuda.device_count()):
                     if self._collector.uuid(cuda, i) == self.uuid:
                         self._index = i
                         break
             return self._index
-        return cuda.current_device()
+        reserved = [
+            self._collector.stats(cuda, i).get("reserved_bytes.all.current") or 0
+            for i in range(cuda.device_count())
+        ]
+        if not reserved:
+            return 0
+        best = max(range(len(reserved)), key=lambda i: reserved[i])
+        if self._index is not None and self._index < len(reserved) and reserved[self._index] >= reserved[best]:
+            return self._index
+        return best
 
     def _sample(self) -> None:
         line = {"kind": "sample", "t": self.out.now()}  # type: Dict[str, Any]
@@ -208,11 +221,14 @@ class _AllocatorSampler:
     def _on_oom(self, device: Any, alloc: Any, device_allocated: Any, device_free: Any) -> None:
         try:
             self.oom_seen = True
+            cuda = self._collector.cuda()
             self.out.write(
                 {
                     "kind": "event",
                     "t": self.out.now(),
                     "name": "oom",
+                    # The failing device, which need not be the one sampled so far.
+                    "uuid": self._collector.uuid(cuda, int(device)) if cuda is not None else None,
                     "request_bytes": int(alloc),
                     "device_free": int(device_free),
                     "error": "CUDA out of memory on cuda:%s: tried to allocate %s bytes; %s bytes"
@@ -734,15 +750,17 @@ class Recording:
                     if obj.get("uuid"):
                         child.uuid = obj["uuid"]
                     continue
-                if child.uuid is None:
+                # An event that names its device (an OOM) goes to that device's trace.
+                uuid = obj.pop("uuid", None) or child.uuid
+                if uuid is None:
                     child.pending.append(obj)
                     continue
-                if child.pending:
+                if child.pending and uuid == child.uuid:
                     obj_list = child.pending + [obj]
                     child.pending = []
                 else:
                     obj_list = [obj]
-                self._trace(pid, child.uuid).append(obj_list)
+                self._trace(pid, uuid).append(obj_list)
 
     # -- the run
 

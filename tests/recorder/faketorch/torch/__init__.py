@@ -2,6 +2,7 @@
 choice, UUIDs and the out-of-memory observer. GPU UUIDs come from FAKE_TORCH_UUIDS."""
 
 import os
+import threading
 
 __version__ = "0.0+standin"
 
@@ -26,7 +27,9 @@ class _C:
 class _Cuda:
     def __init__(self):
         self.uuids = os.environ.get("FAKE_TORCH_UUIDS", "").split(",")
-        self.device = 0
+        # The current device is per thread, as in torch: a sampler thread never sees the main
+        # thread's set_device.
+        self._local = threading.local()
         self.stats = {}
 
     def is_initialized(self):
@@ -36,16 +39,16 @@ class _Cuda:
         return len(self.uuids)
 
     def current_device(self):
-        return self.device
+        return getattr(self._local, "device", 0)
 
     def set_device(self, index):
-        self.device = index
+        self._local.device = index
 
     def get_device_properties(self, index):
         return _Props(self.uuids[index])
 
     def memory_stats(self, index=None):
-        return self.stats.get(self.device if index is None else index, {})
+        return self.stats.get(self.current_device() if index is None else index, {})
 
     def memory_snapshot(self):
         return []
