@@ -32,7 +32,7 @@
     // the slow ones from the alert; 0 alerts on every leak the exporter suspects.
     leakAlertMinSlopeBytesPerMinute: 0,
     leakFor: '5m',
-    // The dashboard's threshold line on the leak slope (the seeds' leak threshold).
+    // The dashboard's threshold line on the leak slope (the exporter's default leak threshold).
     leakSlopeWarningBytesPerMinute: 10 * 1024 * 1024,
 
     // --- fragmentation (share of the free cache that cannot serve a large request) ----------
@@ -86,7 +86,7 @@
     dashboardRefresh: '30s',
     dashboardTimeFrom: 'now-1h',
     dashboardTimezone: '',
-    // Share of a GPU's memory in use: the seeds' OOM warning band.
+    // Share of a GPU's memory in use: the band where a person should look before the forecast pages.
     usedRatioWarning: 0.75,
     usedRatioCritical: 0.85,
     // Regex of phases entered on every training step: not drawn as phase-change annotations.

@@ -120,7 +120,8 @@ pub struct HistoryConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AnalysisConfig {
-    /// A floor rising faster than this (MiB per minute) counts as a leak; the seeds use 10.
+    /// A floor rising faster than this (MiB per minute) counts as a leak. 10 MiB/min is about
+    /// 14 GiB a day: slower than that, a job of a day or less never notices it.
     pub leak_threshold_mib_per_min: f64,
     /// Ignore this long after a process first appears (model load, cache warm-up).
     #[serde(with = "humantime_serde")]
@@ -170,13 +171,14 @@ pub struct RiskConfig {
     pub high_eta: Duration,
     #[serde(with = "humantime_serde")]
     pub medium_eta: Duration,
-    /// Used fraction of a GPU at which the risk is at least medium (the seeds warn at 75–85%).
+    /// Used fraction of a GPU at which the risk is at least medium: 0.85 leaves about one
+    /// evaluation batch of room on an 80 GB card, the point where a person should look.
     pub medium_used_fraction: f64,
     /// Used fraction at which it is at least high, while demand grows.
     pub high_used_fraction: f64,
     /// Whether `high_used_fraction` needs growing demand to mean high. A server that takes
-    /// 90 % up front and stays there is not at high risk; `oom --threshold` turns this off, as
-    /// the seeds' users asked for a plain used-share threshold.
+    /// 90 % up front and stays there is not at high risk; `oom --threshold` turns this off, for
+    /// users who want a plain used-share threshold.
     pub high_used_needs_growth: bool,
     /// An OOM within this long keeps the risk at least high.
     #[serde(with = "humantime_serde")]

@@ -55,7 +55,7 @@ local m = vars.match;
         ]) + lib.at(0, 12, 12, 8),
         lib.timeseries(
           'Share of memory used by GPU',
-          "Used / installed of each GPU; the %s %% and %s %% lines are the seeds' OOM warning band." % [u.percent(c.usedRatioWarning), u.percent(c.usedRatioCritical)],
+          "Used / installed of each GPU; the %s %% and %s %% lines are the warning band." % [u.percent(c.usedRatioWarning), u.percent(c.usedRatioCritical)],
           'percentunit',
           [lib.range('instance_gpu:gpumem_used:ratio{%s}' % m.gpu, '{{instance}} GPU {{gpu}}')],
           steps=usedBand,

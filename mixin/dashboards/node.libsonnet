@@ -31,7 +31,7 @@ local m = vars.match;
         ]) + lib.at(0, 0, 16, 9),
         lib.bargauge(
           'Share used now',
-          "Used / installed per GPU; %s-%s %% is the seeds' warning band." % [u.percent(c.usedRatioWarning), u.percent(c.usedRatioCritical)],
+          "Used / installed per GPU; %s-%s %% is the warning band." % [u.percent(c.usedRatioWarning), u.percent(c.usedRatioCritical)],
           [lib.instant('instance_gpu:gpumem_used:ratio{%s}' % m.gpu, '{{instance}} GPU {{gpu}}', table=false)],
           [[c.usedRatioWarning, 'orange'], [c.usedRatioCritical, 'red']],
         ) + lib.at(16, 0, 8, 9),

@@ -68,7 +68,7 @@ local m = vars.match;
         ) + lib.at(0, 9, 12, 8),
         lib.timeseries(
           'Cached but unallocated ratio',
-          "(reserved - allocated) / reserved: the seeds' 'fragmentation'. Most of it is whole free segments that are reusable; read it with the fragmentation ratio.",
+          "(reserved - allocated) / reserved: often called 'fragmentation'. Most of it is whole free segments that are reusable; read it with the fragmentation ratio.",
           'percentunit',
           [lib.range('gpumem_cached_unallocated_ratio{%s}' % m.process, legend)],
           steps=fragmentationSteps,
@@ -92,7 +92,7 @@ local m = vars.match;
 
         lib.timeseries(
           'Leak slope of the memory floor',
-          "Robust slope of the per-window minimum of allocated bytes (the floor), after warm-up. The seeds' leak threshold is %s MB/min (~%s KB/s)." % [
+          "Robust slope of the per-window minimum of allocated bytes (the floor), after warm-up. The default leak threshold is %s MB/min (~%s KB/s)." % [
             u.num(c.leakSlopeWarningBytesPerMinute / (1024 * 1024)),
             u.num(u.round(leakPerSecond / 1000)),
           ],

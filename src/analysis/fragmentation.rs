@@ -1,6 +1,6 @@
 //! Fragmentation of an allocator's cache.
 //!
-//! The seeds' ratio `(reserved − allocated) / reserved` counts whole free segments as
+//! The usual ratio `(reserved − allocated) / reserved` counts whole free segments as
 //! fragmentation, yet those are reusable. It is kept under its honest name, the cached but
 //! unallocated ratio. True fragmentation is the share of the free cache stranded in split
 //! segments (`inactive_split_bytes / free cached bytes`): a segment that is partly in use
@@ -77,7 +77,8 @@ pub struct Bands {
     pub serious_below: f64,
 }
 
-/// The seeds' bands, the one place they are written: reports, charts, advice and the risk's
+/// The bands (below 0.15 good, 0.30 moderate, 0.40 severe: past 0.4 a large request often
+/// finds no block that fits), the one place they are written: reports, charts, advice and the risk's
 /// recommendation read them from here (the alert rules carry the same numbers).
 pub const BANDS: Bands = Bands {
     good_below: 0.15,
@@ -161,7 +162,7 @@ mod tests {
     }
 
     #[test]
-    fn bands_match_the_seeds() {
+    fn bands_split_where_the_docs_say() {
         assert_eq!(band(0.1), "good");
         assert_eq!(band(0.2), "moderate");
         assert_eq!(band(0.35), "serious");

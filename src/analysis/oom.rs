@@ -239,7 +239,7 @@ pub struct RiskInputs {
     pub oom_age: Option<f64>,
 }
 
-/// The four levels of the seeds, with the reason that set the level.
+/// The risk level (low, medium, high, critical), with the reason that set it.
 pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
     let mut best = (RiskLevel::Low, RiskReason::None);
     let mut raise = |level: RiskLevel, reason: RiskReason| {
@@ -321,7 +321,7 @@ pub fn hold(prev: Option<Held>, now: f64, assessed: (RiskLevel, RiskReason)) -> 
     }
 }
 
-/// What to do about it, in the seeds' terms.
+/// What to do about it, in a sentence an operator can act on.
 pub fn recommendation(
     level: RiskLevel,
     reason: RiskReason,

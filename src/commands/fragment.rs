@@ -1,6 +1,6 @@
 //! `fragment`: allocator fragmentation over time per GPU: the true fragmentation ratio (free
-//! cache stranded in split segments) and the seeds' cached-but-unallocated ratio, against the
-//! seeds' bands (0.15 good, 0.30 moderate, 0.40 severe), with segment counts, allocator
+//! cache stranded in split segments) and the cached-but-unallocated ratio, against the bands
+//! (0.15 good, 0.30 moderate, 0.40 severe), with segment counts, allocator
 //! retries and advice.
 
 use std::collections::BTreeMap;

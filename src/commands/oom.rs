@@ -1,4 +1,4 @@
-//! `oom`: out-of-memory risk per GPU, in the seed's `risk_assessment` shape, from the engine's
+//! `oom`: out-of-memory risk per GPU, as a `risk_assessment` report, from the engine's
 //! forecast (seconds until the peak demand no longer fits) and risk levels.
 //!
 //! `--threshold PCT` maps onto the engine's risk settings: a GPU whose used share reaches PCT
@@ -28,7 +28,7 @@ pub struct RiskAssessment {
     pub risk_level: RiskLevel,
     pub confidence: f64,
     pub current_usage_percent: f64,
-    /// MiB per second (the seed's "MB").
+    /// MiB per second (the field's name says MB, as the report's readers expect).
     pub growth_rate_mb_per_sec: f64,
     pub predicted_oom_time_seconds: Option<f64>,
     pub recommendation: String,

@@ -92,7 +92,7 @@ pub struct Statistics {
     /// True fragmentation ratio, 0..1 (null without allocator reports).
     pub avg_fragmentation: Option<f64>,
     pub max_fragmentation: Option<f64>,
-    /// (reserved − allocated) / reserved, 0..1: the seeds' ratio under its honest name.
+    /// (reserved − allocated) / reserved, 0..1: cache not in live tensors, under its honest name.
     #[serde(default)]
     pub avg_cached_unallocated: Option<f64>,
     #[serde(default)]
@@ -148,7 +148,7 @@ pub struct DeviceProfile {
     pub uuid: String,
     pub name: String,
     pub current_memory: CurrentMemory,
-    /// Highest NVML used seen, bytes (the seed's field).
+    /// Highest NVML used seen, bytes.
     pub peak_memory: u64,
     pub peak: Peaks,
     pub statistics: Statistics,

@@ -394,7 +394,7 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
             gauge(
                 "gpumem_cached_unallocated_ratio",
                 None,
-                "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (the seeds' fragmentation ratio).",
+                "(reserved - allocated) / reserved: the share of the allocator cache not in live tensors (what is often called the fragmentation ratio; see gpumem_fragmentation_ratio for the share that is really stranded).",
             ),
             |g| g.cached_unallocated,
             |p| p.cached_unallocated,
