@@ -17,10 +17,12 @@
 FROM rust:1-bookworm AS builder
 WORKDIR /src
 COPY . .
-# Cache mounts keep the crates registry and the target directory between builds.
+# Cache mounts keep the crates registry and the target directory between builds. The lean
+# build (no default features): the exporter in a cluster draws no charts and has no terminal
+# UI; those stay in the full build for the command-line workflows.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked \
+    cargo build --release --locked --no-default-features \
  && install -D -m 0755 target/release/gpumem-exporter /out/gpumem-exporter
 
 # The Python client as a wheel, for training images to copy from this image (see

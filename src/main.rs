@@ -41,7 +41,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gpumem-exporter: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<gpumem_exporter::runtime::stepped::Usage>()
+                .is_some()
+            {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

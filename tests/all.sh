@@ -25,6 +25,8 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+step "lean server: --no-default-features builds, lints clean, links no charts or terminal UI"
+bash tests/lean.sh
 step "cargo test"
 cargo test --all-targets
 step "cargo test --doc"

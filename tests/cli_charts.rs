@@ -1,6 +1,8 @@
 //! Charts are real images: PNG files decode, have the expected size and show the data where the
 //! SVG of the same chart puts it; SVG files parse and hold one polyline per series with one
 //! point per sample.
+//! Built with the `charts` feature only (a lean build refuses the chart flags: tests/lean.sh).
+#![cfg(feature = "charts")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

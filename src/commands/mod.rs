@@ -18,6 +18,7 @@ pub mod replay;
 pub mod schema;
 pub mod serve;
 pub mod sweep;
+#[cfg(feature = "tui")]
 pub mod top;
 pub mod workflow;
 
@@ -30,7 +31,13 @@ pub fn dispatch(cfg: &Config, command: Option<Command>) -> ControlFlow<ExitCode,
         Some(Command::Fragment(a)) => fragment::run(cfg, a),
         Some(Command::Compare(a)) => compare::run(a),
         Some(Command::Sweep(a)) => sweep::run(a),
+        #[cfg(feature = "tui")]
         Some(Command::Top(a)) => top::run(cfg, a),
+        #[cfg(not(feature = "tui"))]
+        Some(Command::Top(_)) => Err(crate::runtime::stepped::usage(
+            "top",
+            "this build has no terminal UI (it was built without the `tui` feature)",
+        )),
         other => return ControlFlow::Continue(other),
     };
     ControlFlow::Break(match result {

@@ -21,7 +21,6 @@ use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
 use crate::source::replay::{Failure, ReplaySource};
 use crate::source::Source;
-use plotters::style::RGBColor;
 
 #[derive(Serialize)]
 pub struct TimelineMetric<'a> {
@@ -394,7 +393,7 @@ fn human(s: &Summary, gpus: usize, failure: Option<&Failure>) -> String {
     out
 }
 
-fn risk_color(r: RiskLevel) -> Option<(RGBColor, &'static str)> {
+fn risk_color(r: RiskLevel) -> Option<(chart::Rgb, &'static str)> {
     match r {
         RiskLevel::Low => None,
         RiskLevel::Medium => Some((chart::YELLOW, "risk medium")),

@@ -63,6 +63,12 @@ pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
 }
 
 pub fn check_plot(path: &Path, flag: &str) -> anyhow::Result<ImageKind> {
+    if !super::chart::AVAILABLE {
+        return Err(usage(
+            flag,
+            "this build draws no charts (it was built without the `charts` feature)",
+        ));
+    }
     let ext = path
         .extension()
         .and_then(|e| e.to_str())

@@ -828,7 +828,8 @@ def test_example_training_pod(defaults: list[dict[str, Any]], kube_version: str)
 def test_dockerfile_matches_the_chart(default_values: dict[str, Any]) -> None:
     text = (REPO / "Dockerfile").read_text()
     assert re.search(r"^FROM rust:1-bookworm AS builder$", text, flags=re.M)
-    assert "cargo build --release --locked" in text
+    # The lean server: no charts, fonts or terminal UI in the image a cluster runs.
+    assert "cargo build --release --locked --no-default-features" in text
     assert re.search(r"^FROM gcr\.io/distroless/cc-debian12$", text, flags=re.M)
     assert f"EXPOSE {default_values['port']}" in text
     assert 'ENTRYPOINT ["/usr/local/bin/gpumem-exporter"]' in text

@@ -1,7 +1,5 @@
-//! Charts of the report commands, as PNG (bitmap, encoded with `png`) or SVG.
-//!
-//! Text is drawn with DejaVu Sans embedded in the binary (through `ab_glyph`), so charts render
-//! the same on any machine, without fontconfig or system fonts.
+//! The drawing, with plotters. Text is drawn with DejaVu Sans embedded in the binary (through
+//! `ab_glyph`), so charts render the same on any machine, without fontconfig or system fonts.
 
 use std::path::Path;
 use std::sync::Once;
@@ -11,24 +9,13 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
-/// Chart formats, from the file name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageKind {
-    Png,
-    Svg,
+use super::{heatmap_size, panels_size, Heatmap, ImageKind, Panel, Rgb};
+
+impl From<Rgb> for RGBColor {
+    fn from(c: Rgb) -> Self {
+        RGBColor(c.0, c.1, c.2)
+    }
 }
-
-pub const BLUE: RGBColor = RGBColor(31, 119, 180);
-pub const ORANGE: RGBColor = RGBColor(255, 127, 14);
-pub const GREEN: RGBColor = RGBColor(44, 160, 44);
-pub const RED: RGBColor = RGBColor(214, 39, 40);
-pub const PURPLE: RGBColor = RGBColor(148, 103, 189);
-pub const GREY: RGBColor = RGBColor(150, 150, 150);
-pub const YELLOW: RGBColor = RGBColor(200, 160, 0);
-pub const INK: RGBColor = RGBColor(30, 30, 30);
-
-const PANEL_WIDTH: u32 = 1200;
-const PANEL_HEIGHT: u32 = 380;
 
 fn fonts() {
     static ONCE: Once = Once::new();
@@ -81,49 +68,6 @@ macro_rules! render {
     }};
 }
 
-/// One line of a panel; `None` values break it.
-pub struct Line {
-    pub label: String,
-    pub color: RGBColor,
-    pub width: u32,
-    pub points: Vec<(f64, Option<f64>)>,
-}
-
-/// A horizontal reference line (capacity, a band's threshold).
-pub struct HLine {
-    pub y: f64,
-    pub label: String,
-    pub color: RGBColor,
-}
-
-/// A vertical marker (a phase change, an event).
-#[derive(Clone)]
-pub struct Marker {
-    pub x: f64,
-    pub label: String,
-    pub color: RGBColor,
-}
-
-/// A shaded stretch of time behind the data (e.g. a risk level that held); one legend entry
-/// per label.
-pub struct Band {
-    pub x0: f64,
-    pub x1: f64,
-    pub label: String,
-    pub color: RGBColor,
-}
-
-pub struct Panel {
-    pub title: String,
-    pub y_label: String,
-    pub x_max: f64,
-    pub y_max: f64,
-    pub lines: Vec<Line>,
-    pub hlines: Vec<HLine>,
-    pub markers: Vec<Marker>,
-    pub bands: Vec<Band>,
-}
-
 /// The contiguous runs of defined values.
 fn segments(points: &[(f64, Option<f64>)]) -> Vec<Vec<(f64, f64)>> {
     let mut out = Vec::new();
@@ -171,7 +115,7 @@ where
         .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
     let mut legend: Vec<&str> = Vec::new();
     for b in &p.bands {
-        let fill = b.color.mix(0.22).filled();
+        let fill = RGBColor::from(b.color).mix(0.22).filled();
         let s = chart
             .draw_series(std::iter::once(Rectangle::new(
                 [(b.x0, 0.0), (b.x1, y_max)],
@@ -185,7 +129,7 @@ where
         }
     }
     for h in &p.hlines {
-        let color = h.color;
+        let color = RGBColor::from(h.color);
         chart
             .draw_series(LineSeries::new(
                 vec![(0.0, h.y), (x_max, h.y)],
@@ -194,7 +138,7 @@ where
             .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
     }
     for m in &p.markers {
-        let color = m.color.mix(0.6);
+        let color = RGBColor::from(m.color).mix(0.6);
         chart
             .draw_series(LineSeries::new(
                 vec![(m.x, 0.0), (m.x, y_max)],
@@ -212,13 +156,16 @@ where
                 .draw_series(std::iter::once(Text::new(
                     m.label.clone(),
                     (m.x, y_max * 0.98),
-                    ("sans-serif", 11).into_font().color(&m.color).pos(anchor),
+                    ("sans-serif", 11)
+                        .into_font()
+                        .color(&RGBColor::from(m.color))
+                        .pos(anchor),
                 )))
                 .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
         }
     }
     for l in &p.lines {
-        let color = l.color;
+        let color = RGBColor::from(l.color);
         let width = l.width;
         let mut labelled = false;
         for seg in segments(&l.points) {
@@ -239,7 +186,9 @@ where
             .draw_series(std::iter::once(Text::new(
                 h.label.clone(),
                 (x_max * 0.005, h.y),
-                ("sans-serif", 12).into_font().color(&h.color),
+                ("sans-serif", 12)
+                    .into_font()
+                    .color(&RGBColor::from(h.color)),
             )))
             .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
     }
@@ -272,11 +221,6 @@ where
     Ok(())
 }
 
-/// Pixel size of a chart of `n` stacked panels.
-pub fn panels_size(n: usize) -> (u32, u32) {
-    (PANEL_WIDTH, PANEL_HEIGHT * n.max(1) as u32)
-}
-
 /// Stacked time-series panels, one per GPU.
 pub fn render_panels(
     path: &Path,
@@ -288,18 +232,6 @@ pub fn render_panels(
     render!(path, kind, panels_size(panels.len()), |root| draw_panels(
         root, panels, x_label
     ))
-}
-
-/// A heatmap: `values[row][col]`, rows bottom to top as `rows` lists them.
-pub struct Heatmap {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub cols: Vec<String>,
-    pub rows: Vec<String>,
-    pub values: Vec<Vec<Option<f64>>>,
-    /// Unit of the cell labels, e.g. "GiB".
-    pub unit: String,
 }
 
 /// Viridis-like ramp from dark blue (0) to yellow (1).
@@ -396,12 +328,7 @@ where
     Ok(())
 }
 
-pub fn heatmap_size(h: &Heatmap) -> (u32, u32) {
-    let w = (140 * h.cols.len().max(1) as u32 + 160).clamp(480, 2400);
-    let hgt = (80 * h.rows.len().max(1) as u32 + 160).clamp(360, 2000);
-    (w, hgt)
-}
-
+/// A heatmap, as PNG or SVG.
 pub fn render_heatmap(path: &Path, kind: ImageKind, h: &Heatmap) -> anyhow::Result<()> {
     fonts();
     render!(path, kind, heatmap_size(h), |root| draw_heatmap(root, h))

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The lean server (`--no-default-features`, what the container image ships): it builds and
+# lints clean, links no charting, font or terminal-UI crate, serves, and refuses the chart
+# flags and `top` with a message that says why, before doing any work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail() { echo "lean build: $*" >&2; exit 1; }
+
+cargo clippy --quiet --no-default-features --all-targets --target-dir target/lean -- -D warnings
+if cargo tree -e normal --no-default-features | grep -E '^\W*(plotters|ratatui|dejavu|png) v'; then
+  fail "links charting or a terminal UI"
+fi
+cargo build --quiet --no-default-features --target-dir target/lean
+bin=target/lean/debug/gpumem-exporter
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+refuses() {
+  local what=$1
+  shift
+  local out code=0
+  out=$("$bin" "$@" 2>&1) || code=$?
+  [ "$code" -eq 2 ] || fail "$what: exit status $code, not 2 (a usage error): $out"
+  grep -q "was built without the \`$what\` feature" <<<"$out" || fail "$what: no clear message: $out"
+  echo "refused, as it should: $bin $* -> $out"
+}
+refuses charts profile --source sim --duration 1 --plot "$work/p.png"
+refuses charts replay tests/traces/shared/d1-oom.jsonl --chart "$work/c.png"
+refuses tui top --source sim
+[ ! -e "$work/p.png" ] && [ ! -e "$work/c.png" ] || fail "a refused chart was written"
+
+# What needs no drawing still works.
+"$bin" replay tests/traces/shared/d1-oom.jsonl --summary "$work/s.json" >/dev/null
+grep -q '"oom_t"' "$work/s.json" || fail "replay --summary did not work"
+echo "lean build: ok"
