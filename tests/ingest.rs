@@ -40,10 +40,11 @@ fn a_report_shows_up_under_the_senders_real_pid() {
     assert_eq!(status, 202, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["pid"], me);
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    let m = e.metrics();
     let pid = me.to_string();
     let filter = [("pid", pid.as_str()), ("uuid", uuid.as_str())];
+    let m = e.wait_metrics("the report's process", |m| {
+        sample_value(m, "gpumem_process_allocated_bytes", &filter).is_some()
+    });
     assert_eq!(
         sample_value(&m, "gpumem_process_allocated_bytes", &filter),
         Some(1e9)
@@ -151,9 +152,11 @@ fn socket_mode_is_applied() {
 
 #[test]
 fn tcp_ingest_takes_the_pid_header_and_stays_on_loopback() {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let e = Exporter::start(&["--ingest.listen-address", &addr]);
+    let e = Exporter::launch(Launch {
+        tcp_ingest: true,
+        ..Default::default()
+    });
+    let addr = format!("127.0.0.1:{}", e.ingest_port);
     let uuid = first_uuid(&e.metrics());
     let c = reqwest::blocking::Client::new();
     let url = format!("http://{addr}/api/v1/report");
@@ -172,13 +175,9 @@ fn tcp_ingest_takes_the_pid_header_and_stays_on_loopback() {
         .send()
         .unwrap();
     assert_eq!(r.status(), 202);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(sample_value(
-        &e.metrics(),
-        "gpumem_process_allocated_bytes",
-        &[("pid", "4242")]
-    )
-    .is_some());
+    e.wait_metrics("the TCP report's process", |m| {
+        sample_value(m, "gpumem_process_allocated_bytes", &[("pid", "4242")]).is_some()
+    });
 
     let out = std::process::Command::new(BIN)
         .args([

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, sample_value, Exporter, Launch, BIN};
+use common::{sample_value, Exporter, Launch, BIN};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -126,7 +126,7 @@ impl StandIn {
         let log = self.dir.path().join("exporter.log");
         let mut child = Command::new(BIN)
             .args(["--source", "nvml", "--web.listen-address"])
-            .arg(format!("127.0.0.1:{}", free_port()))
+            .arg("127.0.0.1:0")
             .arg("--ingest.socket")
             .arg(&socket)
             .envs(self.env())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, BIN};
+use common::{logged_port, BIN};
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -123,32 +123,26 @@ impl Drop for Running {
 fn start(web_config: &Path) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
-    let port = free_port();
-    let child = Command::new(BIN)
+    let log = dir.path().join("exporter.log");
+    let mut child = Command::new(BIN)
         .args(["--source", "sim", "--sample-interval", "100ms"])
-        .arg("--web.listen-address")
-        .arg(format!("127.0.0.1:{port}"))
+        .args(["--web.listen-address", "127.0.0.1:0"])
         .arg("--ingest.socket")
         .arg(&socket)
         .arg("--web.config.file")
         .arg(web_config)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start the exporter");
-    let r = Running {
+    // It logs the port it bound once it listens (whatever the protocol on it).
+    let port = logged_port(&mut child, &log, "serving metrics");
+    Running {
         child,
         port,
         socket,
         _dir: dir,
-    };
-    // Listening once the port takes connections (whatever the protocol on it).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the exporter did not listen");
-        std::thread::sleep(Duration::from_millis(50));
     }
-    r
 }
 
 fn wait_ready(client: &reqwest::blocking::Client, url: &str, auth: bool) {

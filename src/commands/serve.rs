@@ -93,7 +93,8 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         let l = tokio::net::TcpListener::bind(a)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
-        tracing::warn!(address = %a, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
+        let bound = l.local_addr().unwrap_or(a);
+        tracing::warn!(address = %bound, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
         let rx = stop_rx.clone();
         tasks.spawn(async move {
             ingest::serve(l, ingest_state, wait_stop(rx))
@@ -109,7 +110,10 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         telemetry_path: cfg.web.telemetry_path.clone(),
         encoders: Arc::new(tokio::sync::Semaphore::new(http::MAX_CONCURRENT_SCRAPES)),
     });
-    tracing::info!(address = %addr, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
+    // The bound address, not the asked one: with port 0 the system picks it, and whoever
+    // started the exporter (a test, a supervisor) reads it here.
+    let bound = listener.local_addr().unwrap_or(addr);
+    tracing::info!(address = %bound, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
     let rx = stop_rx.clone();
     match &cfg.web.config_file {
         // TLS and/or basic auth from the web config file (checked at start by validate).

@@ -3,7 +3,6 @@
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,12 +23,34 @@ pub fn trace(name: &str) -> PathBuf {
     p
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The port the exporter logged in `log` for the line whose message is `msg` (it binds port 0
+/// and logs what it got: no port is picked here and bound there later, which races). Waits
+/// until the line is there; panics with the log if the exporter exits first.
+pub fn logged_port(child: &mut Child, log: &Path, msg: &str) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter(|l| l.contains(&format!("msg=\"{msg}")) || l.contains(&format!("msg={msg}")))
+            .find_map(|l| {
+                let addr = l
+                    .split_whitespace()
+                    .find_map(|f| f.strip_prefix("address="))?;
+                addr.rsplit_once(':')?.1.parse().ok()
+            });
+        if let Some(port) = found {
+            return port;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the exporter exited ({status}) before serving:\n{text}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no `{msg}` address in the log within 60 s:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A running exporter, killed on drop.
@@ -92,7 +113,6 @@ impl Exporter {
     pub fn launch_on(source: &str, env: &[(&str, &OsStr)], l: Launch) -> Exporter {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("ingest.sock");
-        let port = free_port();
         let mut cmd = Command::new(BIN);
         cmd.args(["--source", source]).envs(env.iter().copied());
         if !l.config_yaml.is_empty() {
@@ -103,15 +123,13 @@ impl Exporter {
         if let Some(i) = l.sample_interval {
             cmd.args(["--sample-interval", i]);
         }
-        let ingest_port = if l.tcp_ingest { free_port() } else { 0 };
         if l.tcp_ingest {
-            cmd.arg("--ingest.listen-address")
-                .arg(format!("127.0.0.1:{ingest_port}"));
+            cmd.args(["--ingest.listen-address", "127.0.0.1:0"]);
         }
-        let log = std::fs::File::create(dir.path().join("exporter.log")).unwrap();
-        let child = cmd
-            .arg("--web.listen-address")
-            .arg(format!("127.0.0.1:{port}"))
+        let log_path = dir.path().join("exporter.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut child = cmd
+            .args(["--web.listen-address", "127.0.0.1:0"])
             .arg("--ingest.socket")
             .arg(&socket)
             .args(l.extra)
@@ -119,6 +137,12 @@ impl Exporter {
             .stderr(log)
             .spawn()
             .expect("start the exporter");
+        let port = logged_port(&mut child, &log_path, "serving metrics");
+        let ingest_port = if l.tcp_ingest {
+            logged_port(&mut child, &log_path, "TCP ingest on")
+        } else {
+            0
+        };
         let e = Exporter {
             child,
             port,
@@ -161,6 +185,19 @@ impl Exporter {
 
     pub fn metrics(&self) -> String {
         self.get("/metrics")
+    }
+
+    /// `/metrics` once `cond` holds on it; panics naming `what` after 30 s.
+    pub fn wait_metrics(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = self.metrics();
+            if cond(&m) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
