@@ -12,7 +12,7 @@ use crate::analysis::trend::{fit_demand, Trend};
 use crate::config::Config;
 use crate::history::{Changes, Series};
 use crate::model::{Component, DeviceStats, EventKind, Identity, Report};
-use crate::model::{DeviceMemory, GpuIdentity, Observation, Time};
+use crate::model::{DeviceMemory, GpuIdentity, Observation, RejectReason, Rejection, Time};
 use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
 
 type ProcKey = (u32, String);
@@ -240,23 +240,6 @@ pub struct Applied {
     pub unlisted_for: f64,
 }
 
-/// Why the engine would not take a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// It names a GPU this host does not have.
-    UnknownGpu,
-    /// The process table is full and no entry may give way.
-    TableFull,
-}
-
-/// A report the engine would not take, and what to tell its sender.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct Refused {
-    pub kind: Refusal,
-    pub message: String,
-}
-
 /// Looks up a process's pod; the Kubernetes attribution plugs in here.
 pub trait PodResolver: Send {
     fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
@@ -476,7 +459,7 @@ impl Engine {
     /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
     /// A report naming a GPU this host does not have is refused whole; one from a process NVML
     /// does not list on a GPU is kept as that process's own (see `Trust`).
-    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Refused> {
+    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Rejection> {
         let t = if t.is_finite() { t } else { self.now };
         // An OOM event names its device: the observer fires while the allocator is failing and
         // sends no statistics, so the event may be the first word from that (pid, GPU).
@@ -514,8 +497,8 @@ impl Engine {
             if !self.procs.contains_key(&key) {
                 // NVML would have listed it already: this entry is report-only.
                 if !self.make_room(false) {
-                    return Err(Refused {
-                        kind: Refusal::TableFull,
+                    return Err(Rejection {
+                        reason: RejectReason::TooManyProcesses,
                         message: format!(
                             "the exporter already tracks {} processes (history.max_processes)",
                             self.cfg.history.max_processes
@@ -636,7 +619,7 @@ impl Engine {
         Ok(applied)
     }
 
-    fn unknown_gpu(&self, field: &str, uuid: &str) -> Refused {
+    fn unknown_gpu(&self, field: &str, uuid: &str) -> Rejection {
         const SHOWN: usize = 8;
         let known: Vec<&str> = self
             .gpus
@@ -645,8 +628,8 @@ impl Engine {
             .map(|g| g.id.uuid.as_str())
             .collect();
         let more = if self.gpus.len() > SHOWN { ", ..." } else { "" };
-        Refused {
-            kind: Refusal::UnknownGpu,
+        Rejection {
+            reason: RejectReason::UnknownGpu,
             message: if known.is_empty() {
                 format!("{field}: {uuid} is not a GPU of this host (no GPU has been read yet)")
             } else {
@@ -1327,7 +1310,7 @@ mod tests {
         let mut r = oom_report(0);
         r.devices[0].uuid = "GPU-elsewhere".into();
         let err = e.report(7, 1.0, &r).unwrap_err();
-        assert_eq!(err.kind, Refusal::UnknownGpu);
+        assert_eq!(err.reason, RejectReason::UnknownGpu);
         assert!(
             err.message.contains("devices[0].uuid") && err.message.contains("GPU-0"),
             "{err}"
@@ -1352,7 +1335,7 @@ mod tests {
         let mut refused = 0;
         for pid in 100..120 {
             if let Err(r) = e.report(pid, 0.5, &oom_report(0)) {
-                assert_eq!(r.kind, Refusal::TableFull);
+                assert_eq!(r.reason, RejectReason::TooManyProcesses);
                 refused += 1;
             }
         }

@@ -208,3 +208,68 @@ where
 {
     T::deserialize(d).map(Some)
 }
+
+/// Why a report was refused; the label value of `gpumem_ingest_rejected_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    Malformed,
+    InvalidValue,
+    UnsupportedVersion,
+    TooLarge,
+    ContentType,
+    TooManyProcesses,
+    /// The report names a GPU this host does not have.
+    UnknownGpu,
+    /// The process sent more reports per second than `ingest.max_reports_per_second`.
+    RateLimited,
+    /// A connection over `ingest.max_connections` (per process or in all), closed at once.
+    TooManyConnections,
+    /// The body did not arrive within `ingest.read_timeout`.
+    Timeout,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 10] = [
+        RejectReason::Malformed,
+        RejectReason::InvalidValue,
+        RejectReason::UnsupportedVersion,
+        RejectReason::TooLarge,
+        RejectReason::ContentType,
+        RejectReason::TooManyProcesses,
+        RejectReason::UnknownGpu,
+        RejectReason::RateLimited,
+        RejectReason::TooManyConnections,
+        RejectReason::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Malformed => "malformed",
+            RejectReason::InvalidValue => "invalid_value",
+            RejectReason::UnsupportedVersion => "unsupported_version",
+            RejectReason::TooLarge => "too_large",
+            RejectReason::ContentType => "content_type",
+            RejectReason::TooManyProcesses => "too_many_processes",
+            RejectReason::UnknownGpu => "unknown_gpu",
+            RejectReason::RateLimited => "rate_limited",
+            RejectReason::TooManyConnections => "too_many_connections",
+            RejectReason::Timeout => "timeout",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Rejection {
+    pub reason: RejectReason,
+    pub message: String,
+}
+
+impl Rejection {
+    pub fn new(reason: RejectReason, message: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            message: message.into(),
+        }
+    }
+}

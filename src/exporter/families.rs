@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use crate::ingest::report::RejectReason;
 use crate::model::DeviceStats;
+use crate::model::RejectReason;
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 

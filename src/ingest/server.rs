@@ -17,10 +17,11 @@ use axum::{Json, Router};
 use serde_json::json;
 use tower::ServiceExt;
 
-use super::report::{self, RejectReason, Rejection};
+use super::report;
 use crate::config::IngestConfig;
-use crate::engine::{Engine, Refusal};
+use crate::engine::Engine;
 use crate::model::Time;
+use crate::model::{RejectReason, Rejection};
 
 pub const REPORT_PATH: &str = "/api/v1/report";
 pub const PID_HEADER: &str = "x-gpumem-pid";
@@ -351,13 +352,7 @@ async fn handle_report(
             }
             (StatusCode::ACCEPTED, Json(answer)).into_response()
         }
-        Err(r) => {
-            let reason = match r.kind {
-                Refusal::UnknownGpu => RejectReason::UnknownGpu,
-                Refusal::TableFull => RejectReason::TooManyProcesses,
-            };
-            reject(&st.counters, Rejection::new(reason, r.message))
-        }
+        Err(r) => reject(&st.counters, r),
     }
 }
 
