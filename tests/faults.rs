@@ -765,14 +765,20 @@ fn one_process_cannot_mint_unbounded_phase_labels() {
         );
         assert_eq!(status, 202, "{answer}");
     }
-    // The next sample publishes what the reports changed.
-    std::thread::sleep(Duration::from_millis(500));
-    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
-    let m = String::from_utf8_lossy(&body);
-    let series = m
-        .lines()
-        .filter(|l| l.starts_with("gpumem_process_phase_entries_total{"))
-        .count();
+    // The next sample publishes what the reports changed: all of them at once, since they
+    // were all taken before it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let series = loop {
+        let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+        let n = String::from_utf8_lossy(&body)
+            .lines()
+            .filter(|l| l.starts_with("gpumem_process_phase_entries_total{"))
+            .count();
+        if n >= gpumem_exporter::engine::MAX_PHASES_PER_PROCESS || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     // 2048 distinct names sent; the first 64 are counted, the rest ignored.
     assert_eq!(
         series,
