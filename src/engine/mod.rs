@@ -1,0 +1,657 @@
+//! The engine: takes observations and allocator reports, keeps the bounded history, runs the
+//! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
+//!
+//! Its rooms: this one observes and keeps the books (processes, reports, trust, the table's
+//! bounds); `analyse` turns the history into each process's demand and each GPU's forecast;
+//! `view` builds the snapshots.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use crate::analysis::fragmentation::{self, AllocatorView};
+use crate::analysis::imbalance::imbalance_ratio;
+use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
+use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, RiskParams};
+use crate::analysis::trend::{fit_demand, Trend};
+use crate::config::Config;
+use crate::history::{Changes, Series};
+use crate::model::{Component, DeviceStats, EventKind, Identity, Report};
+use crate::model::{DeviceMemory, GpuIdentity, Observation, RejectReason, Rejection, Time};
+use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
+
+type ProcKey = (u32, String);
+
+/// Frees of the allocator after which a process counts as working (`ProcState::freed_at`): one
+/// free also comes from loading or compiling (a temporary buffer dropped); three are steps.
+const WORKING_FREES: u32 = 3;
+/// Window over which allocator retries count as "recent".
+const RETRY_WINDOW: f64 = 60.0;
+/// The high-water mark of a process's allocated bytes is taken over this window: a step's
+/// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
+/// sets a new record.
+const HIGH_WATER_WINDOW: f64 = 10.0;
+/// Ranks of a job are compared by their highest allocated bytes over this window.
+const IMBALANCE_WINDOW: f64 = 60.0;
+/// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
+pub const MAX_PHASES_PER_PROCESS: usize = 64;
+
+/// How long and how fine the history of one memory series is.
+#[derive(Debug, Clone, Copy)]
+struct SeriesShape {
+    res: f64,
+    /// Kept at `res` for this long (the OOM forecast's window)...
+    fine_window: f64,
+    /// ...and at the leak test's floor window for the whole history.
+    coarse_res: f64,
+    window: f64,
+}
+
+impl SeriesShape {
+    fn series(self) -> Series {
+        Series::tiered(self.res, self.fine_window, self.coarse_res, self.window)
+    }
+}
+
+struct GpuState {
+    id: GpuIdentity,
+    memory: Option<DeviceMemory>,
+    used: Series,
+    peak_lifetime: Option<u64>,
+    first_seen: Time,
+    leak_state: LeakState,
+    /// The device's own leak test and the half floor window it was computed in (see
+    /// `ProcState::leak_key`).
+    leak: Option<LeakEstimate>,
+    leak_key: Option<i64>,
+    analysis: GpuAnalysis,
+    risk: Option<oom::Held>,
+    /// NVML's used bytes less those of the processes it listed, from the latest reading whose
+    /// process list was read.
+    unattributed: Option<u64>,
+}
+
+#[derive(Default, Clone)]
+struct GpuAnalysis {
+    /// The earliest failing process's forecast.
+    eta: Option<oom::Eta>,
+    /// The steepest credible demand trend on the GPU, the one an ETA leans on most.
+    trend: Option<Trend>,
+    leak_slope: Option<f64>,
+    leak_suspected: bool,
+    /// The level assessed now (before the hold) and the allocator retries of the last minute:
+    /// with the device's peak, whether headroom is tight but steady (`oom::tight`, read when a
+    /// snapshot is built, where the peak is read anyway).
+    assessed: RiskLevel,
+    retries: u64,
+}
+
+struct ProcState {
+    comm: Option<String>,
+    pod: Option<PodLabels>,
+    first_seen: Time,
+    last_listed: Option<Time>,
+    listed_now: bool,
+    last_report: Option<Time>,
+    /// Its first report: a process reports a moment before NVML lists it.
+    first_report: Option<Time>,
+    nvml_used: Option<u64>,
+    nvml_series: Series,
+    alloc: Option<DeviceStats>,
+    alloc_series: Series,
+    retries: Changes,
+    largest_free: Option<(Time, u64)>,
+    last_oom: Option<Time>,
+    identity: Identity,
+    phase: Option<String>,
+    phase_entries: BTreeMap<String, u64>,
+    components: Vec<Component>,
+    leak_state: LeakState,
+    leak: Option<LeakEstimate>,
+    /// The half floor window (`LeakParams::half_window`) and the reporting state `leak` was
+    /// computed for: the fit runs twice per floor window, not every second.
+    leak_key: Option<(i64, bool)>,
+    leak_suspected: bool,
+    /// What the process needs to get through its next step, one point per analysis (the
+    /// forecast's window, and coarser over the history window: what it needed before the
+    /// forecast's window), and what it holds now.
+    demand: Series,
+    held_now: f64,
+    /// When it last gave memory back to the driver (an emptied cache, the end of an
+    /// evaluation phase): it will ask for it again.
+    gave_back_at: Option<Time>,
+    /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
+    /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
+    /// Tiered like `demand`.
+    peak_need: Series,
+    /// The allocator's peak of allocated bytes and when it last rose.
+    peak: Option<(u64, Time)>,
+    /// When the allocator first freed memory: the leak test's history starts there.
+    first_free: Option<Time>,
+    /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
+    /// below its maximum since the last free): the process is working, its step has run a few
+    /// times, no longer loading or compiling.
+    freed_at: Option<Time>,
+    frees: (u32, f64),
+    /// Segments taken from the driver (time, bytes) within the forecast's window.
+    segments: VecDeque<(Time, f64)>,
+    /// Its credible demand trend, and its own forecast.
+    demand_trend: Option<Trend>,
+    eta: Option<oom::Eta>,
+    risk: Option<oom::Held>,
+}
+
+impl ProcState {
+    fn new(t: Time, shape: SeriesShape) -> Self {
+        ProcState {
+            comm: None,
+            pod: None,
+            first_seen: t,
+            last_listed: None,
+            listed_now: false,
+            last_report: None,
+            first_report: None,
+            nvml_used: None,
+            nvml_series: shape.series(),
+            alloc: None,
+            alloc_series: shape.series(),
+            retries: Changes::new(RETRY_WINDOW),
+            largest_free: None,
+            last_oom: None,
+            identity: Identity::default(),
+            phase: None,
+            phase_entries: BTreeMap::new(),
+            components: Vec::new(),
+            leak_state: LeakState::default(),
+            leak: None,
+            leak_key: None,
+            leak_suspected: false,
+            demand: shape.series(),
+            held_now: 0.0,
+            gave_back_at: None,
+            peak_need: shape.series(),
+            peak: None,
+            freed_at: None,
+            first_free: None,
+            frees: (0, 0.0),
+            segments: VecDeque::new(),
+            demand_trend: None,
+            eta: None,
+            risk: None,
+        }
+    }
+
+    /// Still reporting: a report within `ttl`, unless NVML has since stopped listing the
+    /// process without a report after its last listing (it exited; its series go at once).
+    fn reporting(&self, now: Time, ttl: f64) -> bool {
+        let Some(r) = self.last_report else {
+            return false;
+        };
+        let dropped_by_nvml = !self.listed_now && self.last_listed.is_some_and(|l| r <= l);
+        now - r <= ttl && !dropped_by_nvml && self.alloc.is_some()
+    }
+
+    /// When the warm-up ends (`EtaParams::warmup`).
+    fn warm_from(&self, warmup: f64) -> Time {
+        let by_age = self.first_seen + warmup;
+        self.freed_at.map_or(by_age, |t| t.min(by_age))
+    }
+
+    fn last_activity(&self) -> Time {
+        self.last_listed
+            .into_iter()
+            .chain(self.last_report)
+            .fold(self.first_seen, f64::max)
+    }
+
+    /// The series the leak and ETA analyses read: the allocator's view where the process
+    /// reports (NVML cannot see a leak the cache absorbs), NVML's otherwise.
+    fn demand_series(&self, reporting: bool) -> &Series {
+        if reporting {
+            &self.alloc_series
+        } else {
+            &self.nvml_series
+        }
+    }
+}
+
+/// Which (pid, GPU) pairs may move the GPU's own analysis: a process speaks for itself only
+/// on the GPUs NVML lists it on (`ingest.require_nvml_listing`), or listed within
+/// `ingest.listing_grace`. Anyone who can reach the ingest socket can send a report; only a
+/// process that really holds memory on a GPU is listed there.
+#[derive(Debug, Clone, Copy)]
+struct Trust {
+    required: bool,
+    grace: f64,
+}
+
+impl Trust {
+    fn vouches(self, p: &ProcState, now: Time) -> bool {
+        !self.required || p.listed_now || p.last_listed.is_some_and(|l| now - l <= self.grace)
+    }
+}
+
+/// What became of an accepted report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// GPUs the report spoke of where NVML does not list the sender: its numbers are kept as
+    /// the process's own, with no effect on the GPU's risk, forecast, fragmentation or
+    /// imbalance.
+    pub unlisted: Vec<String>,
+    /// Device entries and OOM events that had no effect at GPU level for that reason.
+    pub unlisted_items: u64,
+    /// How long the sender has been reporting on those GPUs: a process that has just started
+    /// is listed at the next sample, one that stays unlisted longer than the grace is not.
+    pub unlisted_for: f64,
+}
+
+/// Looks up a process's pod; the Kubernetes attribution plugs in here.
+pub trait PodResolver: Send {
+    fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
+}
+
+/// The current snapshot of an engine behind its lock (`Engine::current`).
+pub fn current(engine: &Mutex<Engine>) -> Arc<Snapshot> {
+    engine.lock().unwrap_or_else(|e| e.into_inner()).current()
+}
+
+pub struct Engine {
+    cfg: Config,
+    source: String,
+    res: f64,
+    window: f64,
+    leak_params: LeakParams,
+    eta_params: EtaParams,
+    risk_params: RiskParams,
+    gpus: Vec<GpuState>,
+    // Ordered, so that sums over processes add up in the same order on every run.
+    procs: BTreeMap<ProcKey, ProcState>,
+    now: Time,
+    last_analysis: Option<Time>,
+    pod_resolver: Option<Box<dyn PodResolver>>,
+    /// Counts the samples and reports folded in: a snapshot is current while this is unchanged.
+    changes: u64,
+    published: Option<(u64, Arc<Snapshot>)>,
+}
+
+impl Engine {
+    pub fn new(cfg: &Config, source: &str) -> Self {
+        Engine {
+            res: cfg.history.resolution.as_secs_f64(),
+            window: cfg.history.window.as_secs_f64(),
+            leak_params: LeakParams::from_config(&cfg.analysis),
+            eta_params: EtaParams::from_config(&cfg.analysis),
+            risk_params: RiskParams::from_config(&cfg.analysis.risk),
+            cfg: cfg.clone(),
+            source: source.to_string(),
+            gpus: Vec::new(),
+            procs: BTreeMap::new(),
+            now: f64::NEG_INFINITY,
+            last_analysis: None,
+            pod_resolver: None,
+            changes: 0,
+            published: None,
+        }
+    }
+
+    pub fn set_pod_resolver(&mut self, r: Box<dyn PodResolver>) {
+        self.pod_resolver = Some(r);
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn tracked_processes(&self) -> usize {
+        self.procs.len()
+    }
+
+    fn trust(&self) -> Trust {
+        Trust {
+            required: self.cfg.ingest.require_nvml_listing,
+            grace: self.cfg.ingest.listing_grace.as_secs_f64(),
+        }
+    }
+
+    fn shape(&self) -> SeriesShape {
+        let a = &self.cfg.analysis;
+        SeriesShape {
+            res: self.res,
+            fine_window: a.eta_window.as_secs_f64(),
+            coarse_res: a.floor_window.as_secs_f64(),
+            window: self.window,
+        }
+    }
+
+    fn new_proc(&self, t: Time) -> ProcState {
+        ProcState::new(t, self.shape())
+    }
+
+    /// Fold one observation in, then analyse if a history bucket has closed since last time.
+    pub fn observe(&mut self, obs: &Observation) {
+        self.changes += 1;
+        let t = obs.t;
+        self.now = self.now.max(t);
+        for r in &obs.gpus {
+            let idx = match self.gpus.iter().position(|g| g.id.uuid == r.id.uuid) {
+                Some(i) => i,
+                None => {
+                    self.gpus.push(GpuState {
+                        id: r.id.clone(),
+                        memory: None,
+                        used: self.shape().series(),
+                        peak_lifetime: None,
+                        first_seen: t,
+                        leak_state: LeakState::default(),
+                        leak: None,
+                        leak_key: None,
+                        analysis: GpuAnalysis::default(),
+                        risk: None,
+                        unattributed: None,
+                    });
+                    self.gpus.len() - 1
+                }
+            };
+            let g = &mut self.gpus[idx];
+            g.id = r.id.clone();
+            g.memory = r.memory;
+            let Some(m) = r.memory else {
+                continue;
+            };
+            g.used.push(t, m.used as f64);
+            g.peak_lifetime = Some(g.peak_lifetime.unwrap_or(0).max(m.used));
+            // A failed process list would make every byte look unattributed.
+            g.unattributed = r.errors.is_empty().then(|| {
+                let listed: u64 = r.processes.iter().map(|p| p.used_bytes).sum();
+                m.used.saturating_sub(listed)
+            });
+            let uuid = r.id.uuid.clone();
+            let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
+            for p in self.procs.iter_mut().filter(|(k, _)| k.1 == uuid) {
+                p.1.listed_now = false;
+            }
+            for p in &r.processes {
+                let key = (p.pid, uuid.clone());
+                if !self.procs.contains_key(&key) {
+                    if !self.make_room(true) {
+                        tracing::debug!(pid = p.pid, "process table full of listed processes");
+                        continue;
+                    }
+                    let st = self.new_proc(t);
+                    self.procs.insert(key.clone(), st);
+                }
+                let st = self.procs.get_mut(&key).expect("inserted above");
+                st.listed_now = true;
+                st.last_listed = Some(t);
+                // Without reports, a rise in NVML's bytes is the size of what it took.
+                if !st.reporting(t, report_ttl) {
+                    if let Some(prev) = st.nvml_used.filter(|&u| p.used_bytes > u) {
+                        st.segments.push_back((t, (p.used_bytes - prev) as f64));
+                    }
+                }
+                st.nvml_used = Some(p.used_bytes);
+                // The analysis reads NVML's bytes only for a process that does not report:
+                // keeping both histories would double the memory of every reporting process.
+                if st.reporting(t, report_ttl) {
+                    if !st.nvml_series.is_empty() {
+                        st.nvml_series.clear();
+                    }
+                } else {
+                    st.nvml_series.push(t, p.used_bytes as f64);
+                }
+                if p.comm.is_some() {
+                    st.comm = p.comm.clone();
+                }
+            }
+        }
+        for (pid, report) in &obs.reports {
+            // The simulator's and replay's reports take the same path as real ones.
+            if let Err(e) = self.report(*pid, t, report) {
+                // A warning per report would flood the log whenever the process table is full
+                // (gpumem_exporter_tracked_processes shows that).
+                tracing::debug!(pid, error = %e, "source produced a report the ingest path rejects");
+            }
+        }
+        self.expire(t);
+        if self
+            .last_analysis
+            .is_none_or(|last| t - last >= self.res || t < last)
+        {
+            self.analyse(t);
+            self.last_analysis = Some(t);
+        }
+    }
+
+    /// Stay under `history.max_processes`: forget the least recently active entry that is no
+    /// longer active; for a process NVML lists (`listed`), else the report-only entry that
+    /// reported least recently. NVML-listed processes always find room while any entry is
+    /// report-only, so reports from processes that are not on a GPU cannot crowd them out.
+    fn make_room(&mut self, listed: bool) -> bool {
+        if self.procs.len() < self.cfg.history.max_processes {
+            return true;
+        }
+        let expire = self.cfg.ingest.expire_after.as_secs_f64();
+        let now = self.now;
+        let trust = self.trust();
+        let oldest = |filter: &dyn Fn(&ProcState) -> bool| {
+            self.procs
+                .iter()
+                .filter(|(_, p)| filter(p))
+                .min_by(|a, b| a.1.last_activity().total_cmp(&b.1.last_activity()))
+                .map(|(k, _)| k.clone())
+        };
+        let mut victim = oldest(&|p| !p.listed_now && !p.reporting(now, expire));
+        if victim.is_none() && listed {
+            victim = oldest(&|p| !p.listed_now && !trust.vouches(p, now));
+        }
+        match victim {
+            Some(k) => {
+                self.procs.remove(&k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn expire(&mut self, now: Time) {
+        let keep = self.cfg.history.expire_after.as_secs_f64();
+        let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        self.procs.retain(|_, p| {
+            p.listed_now || p.reporting(now, report_ttl) || now - p.last_activity() <= keep
+        });
+    }
+
+    /// Apply an allocator report from `pid` received at `t`. The pid comes from the transport.
+    /// A report naming a GPU this host does not have is refused whole; one from a process NVML
+    /// does not list on a GPU is kept as that process's own (see `Trust`).
+    pub fn report(&mut self, pid: u32, t: Time, report: &Report) -> Result<Applied, Rejection> {
+        let t = if t.is_finite() { t } else { self.now };
+        // An OOM event names its device: the observer fires while the allocator is failing and
+        // sends no statistics, so the event may be the first word from that (pid, GPU).
+        let oom_devices: Vec<(usize, &str)> = report
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == EventKind::Oom && !e.name.is_empty())
+            .map(|(i, e)| (i, e.name.as_str()))
+            .collect();
+        for (field, uuid) in report
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("devices[{i}].uuid"), d.uuid.as_str()))
+            .chain(
+                oom_devices
+                    .iter()
+                    .map(|(i, u)| (format!("events[{i}].name"), *u)),
+            )
+        {
+            if !self.gpus.iter().any(|g| g.id.uuid == uuid) {
+                return Err(self.unknown_gpu(&field, uuid));
+            }
+        }
+        self.changes += 1;
+        let wanted: Vec<ProcKey> = report
+            .devices
+            .iter()
+            .map(|d| d.uuid.as_str())
+            .chain(oom_devices.iter().map(|(_, u)| *u))
+            .map(|u| (pid, u.to_string()))
+            .collect();
+        for key in wanted {
+            if !self.procs.contains_key(&key) {
+                // NVML would have listed it already: this entry is report-only.
+                if !self.make_room(false) {
+                    return Err(Rejection {
+                        reason: RejectReason::TooManyProcesses,
+                        message: format!(
+                            "the exporter already tracks {} processes (history.max_processes)",
+                            self.cfg.history.max_processes
+                        ),
+                    });
+                }
+                let st = self.new_proc(t);
+                self.procs.insert(key, st);
+            }
+        }
+        let trust = self.trust();
+        let mut applied = Applied::default();
+        for d in &report.devices {
+            let st = self
+                .procs
+                .get_mut(&(pid, d.uuid.clone()))
+                .expect("inserted above");
+            let vouched = trust.vouches(st, t);
+            let first = *st.first_report.get_or_insert(t);
+            if !vouched {
+                applied.unlisted.push(d.uuid.clone());
+                applied.unlisted_items += 1;
+                applied.unlisted_for = applied.unlisted_for.max(t - first);
+            }
+            st.last_report = Some(t);
+            st.alloc_series.push(t, d.allocated_bytes as f64);
+            // Retries and OOMs raise the GPU's risk: only a process on that GPU may say so.
+            if let Some(r) = d.alloc_retries.filter(|_| vouched) {
+                st.retries.push(t, r);
+            }
+            if let Some(lb) = d.largest_free_block_bytes {
+                st.largest_free = Some((t, lb));
+            }
+            if let Some(prev) = &st.alloc {
+                // New segments: their mean size is the size of request the allocator had to
+                // take from the driver.
+                if d.reserved_bytes > prev.reserved_bytes {
+                    let n = match (d.segments, prev.segments) {
+                        (Some(a), Some(b)) if a > b => a - b,
+                        _ => 1,
+                    };
+                    let size = (d.reserved_bytes - prev.reserved_bytes) as f64 / n as f64;
+                    st.segments.push_back((t, size));
+                }
+            }
+            if st.freed_at.is_none() {
+                let allocated = d.allocated_bytes as f64;
+                let (n, high) = &mut st.frees;
+                if allocated < *high - oom::MIN_STEP_BYTES {
+                    *n += 1;
+                    *high = allocated;
+                    st.first_free.get_or_insert(t);
+                    if *n >= WORKING_FREES {
+                        st.freed_at = Some(t);
+                    }
+                } else {
+                    *high = high.max(allocated);
+                }
+            }
+            if let Some(pk) = d.allocated_peak_bytes {
+                if st.peak.is_none_or(|(old, _)| pk > old) {
+                    st.peak = Some((pk, t));
+                }
+            }
+            let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
+            if vouched && d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
+                st.last_oom = Some(t);
+            }
+            st.alloc = Some(d.clone());
+        }
+        // Identity, phases, marks and components belong to the process, whichever of its GPUs
+        // a report carries (a mark-only report carries none).
+        for (key, st) in self.procs.range_mut((pid, String::new())..) {
+            if key.0 != pid {
+                break;
+            }
+            let vouched = trust.vouches(st, t);
+            if report.identity != Identity::default() {
+                st.identity = report.identity.clone();
+            }
+            if let Some(c) = &report.components {
+                st.components = c.clone();
+            }
+            for e in &report.events {
+                match e.kind {
+                    // Each phase name is a label value: cap how many one process can add.
+                    EventKind::Phase
+                        if st.phase_entries.len() < MAX_PHASES_PER_PROCESS
+                            || st.phase_entries.contains_key(&e.name) =>
+                    {
+                        *st.phase_entries.entry(e.name.clone()).or_insert(0) += 1;
+                    }
+                    EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
+                        if vouched {
+                            st.last_oom = Some(t);
+                        } else {
+                            applied.unlisted_items += 1;
+                            if !applied.unlisted.contains(&key.1) {
+                                applied.unlisted.push(key.1.clone());
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(phase) = &report.phase {
+                st.phase = phase.clone();
+            } else if let Some(e) = report
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.kind == EventKind::Phase)
+            {
+                st.phase = Some(e.name.clone());
+            }
+        }
+        self.now = self.now.max(t);
+        Ok(applied)
+    }
+
+    fn unknown_gpu(&self, field: &str, uuid: &str) -> Rejection {
+        const SHOWN: usize = 8;
+        let known: Vec<&str> = self
+            .gpus
+            .iter()
+            .take(SHOWN)
+            .map(|g| g.id.uuid.as_str())
+            .collect();
+        let more = if self.gpus.len() > SHOWN { ", ..." } else { "" };
+        Rejection {
+            reason: RejectReason::UnknownGpu,
+            message: if known.is_empty() {
+                format!("{field}: {uuid} is not a GPU of this host (no GPU has been read yet)")
+            } else {
+                format!(
+                    "{field}: {uuid} is not a GPU of this host (it has {}: {}{more})",
+                    self.gpus.len(),
+                    known.join(", ")
+                )
+            },
+        }
+    }
+
+    fn reporting(&self, p: &ProcState, now: Time) -> bool {
+        p.reporting(now, self.cfg.ingest.expire_after.as_secs_f64())
+    }
+}
+
+mod analyse;
+#[cfg(test)]
+mod tests;
+mod view;
