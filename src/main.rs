@@ -39,15 +39,6 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("gpumem-exporter: {e:#}");
-            if e.downcast_ref::<gpumem_exporter::runtime::stepped::Usage>()
-                .is_some()
-            {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Err(e) => commands::failed(&e),
     }
 }

@@ -42,13 +42,17 @@ pub fn dispatch(cfg: &Config, command: Option<Command>) -> ControlFlow<ExitCode,
     };
     ControlFlow::Break(match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("gpumem-exporter: {e:#}");
-            if e.downcast_ref::<Usage>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Err(e) => failed(&e),
     })
+}
+
+/// Say what went wrong; the exit status is 2 for a usage error (a flag the run cannot take),
+/// 1 for anything else.
+pub fn failed(e: &anyhow::Error) -> ExitCode {
+    eprintln!("gpumem-exporter: {e:#}");
+    if e.downcast_ref::<Usage>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -172,7 +172,6 @@ pub fn run(cfg: &Config, args: &ReplayArgs) -> anyhow::Result<()> {
     };
     let mut source = ReplaySource::open(&args.files)?
         .with_report_interval(cfg.replay.report_interval.as_secs_f64());
-    let failures = source.failures();
     let mut gpus: Vec<GpuSeconds> = source
         .gpu_ids()
         .into_iter()
@@ -209,6 +208,7 @@ pub fn run(cfg: &Config, args: &ReplayArgs) -> anyhow::Result<()> {
         out.flush()?;
         tracing::info!(lines, output = %o.display(), "timeline written");
     }
+    let failures = source.failures();
     let failure = failures.first();
     let verdicts: Vec<Verdict> = gpus
         .iter()
@@ -525,7 +525,7 @@ fn chart_panels(g: &GpuSeconds, v: &Verdict, failure: Option<&Failure>, end_t: f
             color: chart::GREY,
         }],
         markers: markers.clone(),
-        bands,
+        bands: bands.clone(),
     };
     let mut eta_lines = vec![
         Line {
@@ -582,7 +582,7 @@ fn chart_panels(g: &GpuSeconds, v: &Verdict, failure: Option<&Failure>, end_t: f
         lines: eta_lines,
         hlines: vec![],
         markers,
-        bands: risk_bands(&g.forecast),
+        bands,
     };
     vec![memory, eta]
 }

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, IO, Optional
+from typing import Any, Callable, Dict, IO, Mapping, Optional, Tuple
 
 from . import _collect
 
@@ -94,11 +94,11 @@ class AllocatorSampler:
             next_t += self.interval
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
-    def _device_index(self, cuda: Any) -> int:
-        """The device this process's allocator holds the most on. Not ``current_device()``:
-        that is per thread, and this thread never chose one (a torchrun worker's
-        ``set_device(local_rank)`` is its main thread's); a worker also keeps a small context
-        on GPU 0. Ties keep the device sampled so far."""
+    def _device(self, cuda: Any) -> Tuple[int, Mapping[str, Any]]:
+        """The device this process's allocator holds the most on, and its statistics (read
+        once). Not ``current_device()``: that is per thread, and this thread never chose one (a
+        torchrun worker's ``set_device(local_rank)`` is its main thread's); a worker also keeps
+        a small context on GPU 0. Ties keep the device sampled so far."""
         if self.uuid:
             if self._index is None:
                 self._index = 0
@@ -106,17 +106,15 @@ class AllocatorSampler:
                     if self._collector.uuid(cuda, i) == self.uuid:
                         self._index = i
                         break
-            return self._index
-        reserved = [
-            self._collector.stats(cuda, i).get("reserved_bytes.all.current") or 0
-            for i in range(cuda.device_count())
-        ]
-        if not reserved:
-            return 0
-        best = max(range(len(reserved)), key=lambda i: reserved[i])
-        if self._index is not None and self._index < len(reserved) and reserved[self._index] >= reserved[best]:
-            return self._index
-        return best
+            return self._index, self._collector.stats(cuda, self._index)
+        stats = [self._collector.stats(cuda, i) for i in range(cuda.device_count())]
+        if not stats:
+            return 0, {}
+        reserved = [st.get("reserved_bytes.all.current") or 0 for st in stats]
+        best = max(range(len(stats)), key=lambda i: reserved[i])
+        if self._index is not None and self._index < len(stats) and reserved[self._index] >= reserved[best]:
+            best = self._index
+        return best, stats[best]
 
     def _sample(self) -> None:
         line = {"kind": "sample", "t": self.out.now()}  # type: Dict[str, Any]
@@ -133,7 +131,7 @@ class AllocatorSampler:
                 self._attach_oom_observer()
             if not self.stats:
                 return
-            index = self._device_index(cuda)
+            index, stats = self._device(cuda)
             if index != self._index or self._n == 0:
                 self._index = index
                 torch = sys.modules.get("torch")
@@ -148,7 +146,6 @@ class AllocatorSampler:
                         or os.environ.get("PYTORCH_ALLOC_CONF"),
                     }
                 )
-            stats = self._collector.stats(cuda, index)
             torch_part = {key: stats.get(key) for key in TORCH_KEYS}
             if self._n % self.snapshot_every == 0:
                 torch_part["largest_free_cached"] = self._collector.largest_free(cuda).get(index, 0)

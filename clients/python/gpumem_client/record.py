@@ -42,7 +42,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
@@ -174,20 +173,13 @@ def start(
     t0 = time.time()
     info = {"uuid": device.uuid, "name": device.name, "index": device.index} if device else {}
     trace = _TraceFile(path, _header(os.getpid(), t0, interval, info, scenario, truth))
-    lock = threading.Lock()
     meta = {}  # type: Dict[str, Any]
-
-    class _Out(_LineWriter):
-        def write(self, obj: Dict[str, Any]) -> None:
-            with lock:
-                if not trace._stream.closed:
-                    trace.append([obj])
-
-    out = _Out(trace._stream, t0)
+    # The sampler and user events write through the trace's own stream, one line at a time.
+    out = _LineWriter(trace._stream, t0)
     sampler = _AllocatorSampler(
         out, interval, device.uuid if device else None, device, on_meta=meta.update
     )
-    _active = {"out": out, "sampler": sampler, "trace": trace, "truth": truth, "meta": meta, "lock": lock}
+    _active = {"out": out, "sampler": sampler, "trace": trace, "truth": truth, "meta": meta}
     sampler.start()
     atexit.register(stop)
     return True
@@ -213,12 +205,13 @@ def stop() -> Optional[str]:
     _active = None
     state["sampler"].stop()
     state["out"].write({"kind": "event", "t": state["out"].now(), "name": "end"})
+    # Closed under the writer's lock: an event from another thread now is dropped, not torn.
+    state["out"].close()
     meta = state["meta"]
     trace = state["trace"]
-    with state["lock"]:
-        if "gpu_uuid" not in trace.header and meta.get("uuid"):
-            trace.header["gpu_uuid"] = meta["uuid"]
-        trace.finish(state["truth"], {"torch": meta.get("torch"), "alloc_conf": meta.get("alloc_conf")})
+    if "gpu_uuid" not in trace.header and meta.get("uuid"):
+        trace.header["gpu_uuid"] = meta["uuid"]
+    trace.finish(state["truth"], {"torch": meta.get("torch"), "alloc_conf": meta.get("alloc_conf")})
     return trace.path
 
 

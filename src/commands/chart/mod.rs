@@ -54,6 +54,7 @@ pub struct Marker {
 
 /// A shaded stretch of time behind the data (e.g. a risk level that held); one legend entry
 /// per label.
+#[derive(Clone)]
 pub struct Band {
     pub x0: f64,
     pub x1: f64,
