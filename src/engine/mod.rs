@@ -5,14 +5,15 @@
 //! bounds); `analyse` turns the history into each process's demand and each GPU's forecast;
 //! `view` builds the snapshots.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::analysis::demand::{Demand, DemandParams, Moment};
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
 use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
-use crate::analysis::oom::{self, DemandPart, EtaParams, RiskInputs, RiskLevel, RiskParams};
-use crate::analysis::trend::{fit_demand, Trend};
+use crate::analysis::oom::{self, DemandPart, RiskInputs, RiskLevel, RiskParams};
+use crate::analysis::trend::Trend;
 use crate::config::Config;
 use crate::history::{Changes, Series};
 use crate::model::{Component, DeviceStats, EventKind, Identity, Report};
@@ -21,15 +22,8 @@ use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
 
 type ProcKey = (u32, String);
 
-/// Frees of the allocator after which a process counts as working (`ProcState::freed_at`): one
-/// free also comes from loading or compiling (a temporary buffer dropped); three are steps.
-const WORKING_FREES: u32 = 3;
 /// Window over which allocator retries count as "recent".
 const RETRY_WINDOW: f64 = 60.0;
-/// The high-water mark of a process's allocated bytes is taken over this window: a step's
-/// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
-/// sets a new record.
-const HIGH_WATER_WINDOW: f64 = 10.0;
 /// Ranks of a job are compared by their highest allocated bytes over this window.
 const IMBALANCE_WINDOW: f64 = 60.0;
 /// Distinct phase names counted per process (`gpumem_process_phase_entries_total` series).
@@ -88,7 +82,6 @@ struct GpuAnalysis {
 struct ProcState {
     comm: Option<String>,
     pod: Option<PodLabels>,
-    first_seen: Time,
     last_listed: Option<Time>,
     listed_now: bool,
     last_report: Option<Time>,
@@ -111,31 +104,9 @@ struct ProcState {
     /// computed for: the fit runs twice per floor window, not every second.
     leak_key: Option<(i64, bool)>,
     leak_suspected: bool,
-    /// What the process needs to get through its next step, one point per analysis (the
-    /// forecast's window, and coarser over the history window: what it needed before the
-    /// forecast's window), and what it holds now.
-    demand: Series,
-    held_now: f64,
-    /// When it last gave memory back to the driver (an emptied cache, the end of an
-    /// evaluation phase): it will ask for it again.
-    gave_back_at: Option<Time>,
-    /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
-    /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
-    /// Tiered like `demand`.
-    peak_need: Series,
-    /// The allocator's peak of allocated bytes and when it last rose.
-    peak: Option<(u64, Time)>,
-    /// When the allocator first freed memory: the leak test's history starts there.
-    first_free: Option<Time>,
-    /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
-    /// below its maximum since the last free): the process is working, its step has run a few
-    /// times, no longer loading or compiling.
-    freed_at: Option<Time>,
-    frees: (u32, f64),
-    /// Segments taken from the driver (time, bytes) within the forecast's window.
-    segments: VecDeque<(Time, f64)>,
-    /// Its credible demand trend, and its own forecast.
-    demand_trend: Option<Trend>,
+    /// What it asks for, needs and holds (`analysis::demand`).
+    demand: Demand,
+    /// Its own forecast.
     eta: Option<oom::Eta>,
     risk: Option<oom::Held>,
 }
@@ -145,7 +116,6 @@ impl ProcState {
         ProcState {
             comm: None,
             pod: None,
-            first_seen: t,
             last_listed: None,
             listed_now: false,
             last_report: None,
@@ -165,16 +135,7 @@ impl ProcState {
             leak: None,
             leak_key: None,
             leak_suspected: false,
-            demand: shape.series(),
-            held_now: 0.0,
-            gave_back_at: None,
-            peak_need: shape.series(),
-            peak: None,
-            freed_at: None,
-            first_free: None,
-            frees: (0, 0.0),
-            segments: VecDeque::new(),
-            demand_trend: None,
+            demand: Demand::new(t, shape.series()),
             eta: None,
             risk: None,
         }
@@ -190,17 +151,11 @@ impl ProcState {
         now - r <= ttl && !dropped_by_nvml && self.alloc.is_some()
     }
 
-    /// When the warm-up ends (`EtaParams::warmup`).
-    fn warm_from(&self, warmup: f64) -> Time {
-        let by_age = self.first_seen + warmup;
-        self.freed_at.map_or(by_age, |t| t.min(by_age))
-    }
-
     fn last_activity(&self) -> Time {
         self.last_listed
             .into_iter()
             .chain(self.last_report)
-            .fold(self.first_seen, f64::max)
+            .fold(self.demand.appeared(), f64::max)
     }
 
     /// The series the leak and ETA analyses read: the allocator's view where the process
@@ -260,7 +215,7 @@ pub struct Engine {
     res: f64,
     window: f64,
     leak_params: LeakParams,
-    eta_params: EtaParams,
+    demand_params: DemandParams,
     risk_params: RiskParams,
     gpus: Vec<GpuState>,
     // Ordered, so that sums over processes add up in the same order on every run.
@@ -279,7 +234,7 @@ impl Engine {
             res: cfg.history.resolution.as_secs_f64(),
             window: cfg.history.window.as_secs_f64(),
             leak_params: LeakParams::from_config(&cfg.analysis),
-            eta_params: EtaParams::from_config(&cfg.analysis),
+            demand_params: DemandParams::from_config(&cfg.analysis),
             risk_params: RiskParams::from_config(&cfg.analysis.risk),
             cfg: cfg.clone(),
             source: source.to_string(),
@@ -385,7 +340,7 @@ impl Engine {
                 // Without reports, a rise in NVML's bytes is the size of what it took.
                 if !st.reporting(t, report_ttl) {
                     if let Some(prev) = st.nvml_used.filter(|&u| p.used_bytes > u) {
-                        st.segments.push_back((t, (p.used_bytes - prev) as f64));
+                        st.demand.driver_rise(t, (p.used_bytes - prev) as f64);
                     }
                 }
                 st.nvml_used = Some(p.used_bytes);
@@ -536,37 +491,7 @@ impl Engine {
             if let Some(lb) = d.largest_free_block_bytes {
                 st.largest_free = Some((t, lb));
             }
-            if let Some(prev) = &st.alloc {
-                // New segments: their mean size is the size of request the allocator had to
-                // take from the driver.
-                if d.reserved_bytes > prev.reserved_bytes {
-                    let n = match (d.segments, prev.segments) {
-                        (Some(a), Some(b)) if a > b => a - b,
-                        _ => 1,
-                    };
-                    let size = (d.reserved_bytes - prev.reserved_bytes) as f64 / n as f64;
-                    st.segments.push_back((t, size));
-                }
-            }
-            if st.freed_at.is_none() {
-                let allocated = d.allocated_bytes as f64;
-                let (n, high) = &mut st.frees;
-                if allocated < *high - oom::MIN_STEP_BYTES {
-                    *n += 1;
-                    *high = allocated;
-                    st.first_free.get_or_insert(t);
-                    if *n >= WORKING_FREES {
-                        st.freed_at = Some(t);
-                    }
-                } else {
-                    *high = high.max(allocated);
-                }
-            }
-            if let Some(pk) = d.allocated_peak_bytes {
-                if st.peak.is_none_or(|(old, _)| pk > old) {
-                    st.peak = Some((pk, t));
-                }
-            }
+            st.demand.allocator(t, st.alloc.as_ref(), d);
             let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
             if vouched && d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
                 st.last_oom = Some(t);

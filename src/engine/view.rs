@@ -73,7 +73,7 @@ impl Engine {
                 .as_ref()
                 .and_then(fragmentation::cached_unallocated_ratio),
             allocator: alloc,
-            age: now - p.first_seen,
+            age: now - p.demand.appeared(),
         })
     }
 

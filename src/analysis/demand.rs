@@ -1,0 +1,498 @@
+//! One process's demand on one GPU: what it asks the driver for, what it needs to get through
+//! its next step, what it holds, and whether that need grows. The OOM forecast (`oom::eta`)
+//! reads one `DemandPart` per process from here.
+//!
+//! Fed by the engine: the allocator's statistics as they arrive (`allocator`), a rise in the
+//! driver's bytes for a process that does not report (`driver_rise`), and once per analysis
+//! the process's state at that moment (`update`). Pure: time is the samples' timestamps.
+
+use std::collections::VecDeque;
+
+use super::oom::{self, DemandPart, EtaParams};
+use super::trend::{fit_demand, Trend};
+use crate::history::Series;
+use crate::model::{DeviceStats, Time};
+
+/// Frees of the allocator after which a process counts as working: one free also comes from
+/// loading or compiling (a temporary buffer dropped); three are steps.
+const WORKING_FREES: u32 = 3;
+/// The high-water mark of a process's allocated bytes is taken over this window: a step's
+/// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
+/// sets a new record.
+const HIGH_WATER_WINDOW: f64 = 10.0;
+
+/// What the demand model reads from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DemandParams {
+    pub eta: EtaParams,
+    /// The forecast's window: segments, give-backs and the trend's points are taken over it.
+    pub window: f64,
+}
+
+impl DemandParams {
+    pub fn from_config(a: &crate::config::AnalysisConfig) -> Self {
+        DemandParams {
+            eta: EtaParams::from_config(a),
+            window: a.eta_window.as_secs_f64(),
+        }
+    }
+}
+
+/// The process as one analysis sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Moment<'a> {
+    /// NVML lists it now, or it reports: only then does it hold or need anything.
+    pub active: bool,
+    /// Its allocator's latest statistics, while it reports.
+    pub allocator: Option<&'a DeviceStats>,
+    /// NVML's bytes for it, while NVML lists it.
+    pub driver_bytes: Option<u64>,
+    /// Its allocated bytes as reported, over time.
+    pub allocated: &'a Series,
+}
+
+#[derive(Debug, Clone)]
+pub struct Demand {
+    appeared: Time,
+    /// Allocator frees counted towards `WORKING_FREES` and the allocated bytes they fell from.
+    frees: (u32, f64),
+    /// When the allocator first freed memory: the leak test's history starts there.
+    first_free: Option<Time>,
+    /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
+    /// below its maximum since the last free): its step has run a few times, no longer loading
+    /// or compiling.
+    working_from: Option<Time>,
+    /// The allocator's peak of allocated bytes and when it last rose.
+    peak: Option<(u64, Time)>,
+    /// Segments taken from the driver (time, bytes) within the window.
+    segments: VecDeque<(Time, f64)>,
+    /// What it needs to get through its next step, one point per analysis (fine over the
+    /// window, coarser over the history: what it needed before the window).
+    need: Series,
+    /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
+    /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
+    peak_need: Series,
+    held: f64,
+    /// When it last gave memory back to the driver (an emptied cache, the end of an evaluation
+    /// phase): it will ask for it again.
+    gave_back_at: Option<Time>,
+    /// Its credible growth.
+    trend: Option<Trend>,
+}
+
+impl Demand {
+    /// A process first seen at `t`; `history` is an empty series of the shape its need is kept
+    /// in.
+    pub fn new(t: Time, history: Series) -> Self {
+        Demand {
+            appeared: t,
+            frees: (0, 0.0),
+            first_free: None,
+            working_from: None,
+            peak: None,
+            segments: VecDeque::new(),
+            need: history.clone(),
+            peak_need: history,
+            held: 0.0,
+            gave_back_at: None,
+            trend: None,
+        }
+    }
+
+    pub fn appeared(&self) -> Time {
+        self.appeared
+    }
+
+    /// When the warm-up ends (`EtaParams::warmup`): that long after the process appeared, or
+    /// once it is working, whichever comes first.
+    pub fn warm_from(&self, p: &DemandParams) -> Time {
+        let by_age = self.appeared + p.eta.warmup;
+        self.working_from.map_or(by_age, |t| t.min(by_age))
+    }
+
+    /// Where a leak test of the process's bytes starts: its first free, or the warm-up's end.
+    pub fn leak_from(&self, p: &DemandParams) -> Time {
+        let warm = self.warm_from(p);
+        self.first_free.map_or(warm, |t| t.min(warm))
+    }
+
+    /// The credible growth of its need, as of the last `update`.
+    pub fn trend(&self) -> Option<Trend> {
+        self.trend
+    }
+
+    /// Its allocator reported `now` after `prev`.
+    pub fn allocator(&mut self, t: Time, prev: Option<&DeviceStats>, now: &DeviceStats) {
+        if let Some(prev) = prev {
+            // New segments: their mean size is the size of request the allocator had to take
+            // from the driver.
+            if now.reserved_bytes > prev.reserved_bytes {
+                let n = match (now.segments, prev.segments) {
+                    (Some(a), Some(b)) if a > b => a - b,
+                    _ => 1,
+                };
+                let size = (now.reserved_bytes - prev.reserved_bytes) as f64 / n as f64;
+                self.segments.push_back((t, size));
+            }
+        }
+        if self.working_from.is_none() {
+            let allocated = now.allocated_bytes as f64;
+            let (n, high) = &mut self.frees;
+            if allocated < *high - oom::MIN_STEP_BYTES {
+                *n += 1;
+                *high = allocated;
+                self.first_free.get_or_insert(t);
+                if *n >= WORKING_FREES {
+                    self.working_from = Some(t);
+                }
+            } else {
+                *high = high.max(allocated);
+            }
+        }
+        if let Some(pk) = now.allocated_peak_bytes {
+            if self.peak.is_none_or(|(old, _)| pk > old) {
+                self.peak = Some((pk, t));
+            }
+        }
+    }
+
+    /// The driver's bytes for a process that does not report rose by `bytes` at `t`: the size
+    /// of what it took.
+    pub fn driver_rise(&mut self, t: Time, bytes: f64) {
+        self.segments.push_back((t, bytes));
+    }
+
+    /// One analysis at `now`: the need and held bytes of this moment, and the growth.
+    pub fn update(&mut self, now: Time, m: &Moment, p: &DemandParams) {
+        while self.segments.front().is_some_and(|s| s.0 < now - p.window) {
+            self.segments.pop_front();
+        }
+        let warm = self.warm_from(p);
+        if m.active {
+            let peak = self.peak_need(m, now);
+            let (need, held) = self.need_and_held(m, peak, p);
+            self.need.push(now, need);
+            if now >= warm && held < self.held - oom::MIN_STEP_BYTES {
+                self.gave_back_at = Some(now);
+            }
+            self.held = held;
+            if let Some(peak) = peak {
+                self.peak_need.push(now, peak);
+            }
+        }
+        // Only the points since the warm-up: a loading ramp is no part of the trend, and a
+        // trend becomes credible only once it has lasted `eta_min_span` after it.
+        // Of the two views of its growth, the steeper credible one: the held bytes grow
+        // faster than the peak when split segments serve new peaks only in part, the peak
+        // shows steps the cache absorbs for a while.
+        // Demand counts as growth only above what the process already needed before the
+        // window, its loading included: a peak that comes back to the same height (an
+        // evaluation, a burst of requests, a cache taken again after `empty_cache`) is a
+        // recurring need, not growth.
+        let from = warm.max(now - p.window);
+        let fit = |s: &Series| {
+            let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
+            let points: Vec<(f64, f64)> =
+                s.since(from).map(|b| (b.t, b.max().max(before))).collect();
+            fit_demand(&points, oom::MIN_STEP_BYTES)
+        };
+        self.trend = if now >= warm {
+            [
+                (fit(&self.need), &self.need),
+                (fit(&self.peak_need), &self.peak_need),
+            ]
+            .into_iter()
+            .filter_map(|(t, raw)| t.zip(Some(raw)))
+            .filter(|(t, raw)| oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now))
+            .map(|(t, _)| t)
+            .max_by(|a, b| a.slope.total_cmp(&b.slope))
+        } else {
+            None
+        };
+    }
+
+    /// Its share of the GPU as of the last `update` at `now` (an active process).
+    pub fn part(&self, now: Time, p: &DemandParams) -> DemandPart {
+        let need = self.need.newest().map_or(0.0, |b| b.last());
+        // Took memory from the driver, or gave some back that it will want again (an emptied
+        // cache, an eval phase), within the window and after warm-up (loading is a rise that
+        // ends).
+        let warm = self.warm_from(p);
+        let cycles = self.gave_back_at.is_some_and(|t| t >= now - p.window)
+            || self.segments.iter().any(|s| s.0 >= warm);
+        DemandPart {
+            need,
+            held: self.held,
+            asks: need > self.held || self.trend.is_some() || cycles,
+            trend: self.trend,
+        }
+    }
+
+    /// The size of request that fails: the second largest segment the process took from the
+    /// driver recently (the requests that fail are the ones a step makes again and again; a
+    /// buffer allocated once is no guide). Segments taken while loading do not count.
+    fn request(&self, p: &DemandParams) -> f64 {
+        let (mut first, mut second) = (0.0f64, 0.0f64);
+        let warm = self.warm_from(p);
+        for s in self.segments.iter().filter(|s| s.0 >= warm) {
+            if s.1 > first {
+                second = first;
+                first = s.1;
+            } else if s.1 > second {
+                second = s.1;
+            }
+        }
+        second
+    }
+
+    /// The high-water mark of a reporting process's allocated bytes over the last
+    /// `HIGH_WATER_WINDOW` seconds, plus what it holds outside the allocator.
+    fn peak_need(&self, m: &Moment, now: Time) -> Option<f64> {
+        let a = m.allocator?;
+        let overhead = m
+            .driver_bytes
+            .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
+            .unwrap_or(0.0);
+        let since = now - HIGH_WATER_WINDOW;
+        let sampled = m
+            .allocated
+            .max_since(since)
+            .unwrap_or(a.allocated_bytes as f64);
+        // A new record of the allocator's peak is the exact peak of a recent step.
+        let record = self
+            .peak
+            .filter(|(_, t)| *t >= since)
+            .map_or(0.0, |(v, _)| v as f64);
+        Some(sampled.max(record) + overhead)
+    }
+
+    /// Bytes the process needs to get through its next step and bytes it holds from the
+    /// driver, given its `peak_need` (reporting processes).
+    fn need_and_held(&self, m: &Moment, peak: Option<f64>, p: &DemandParams) -> (f64, f64) {
+        match (peak, m.allocator) {
+            (Some(peak), Some(a)) => {
+                let held = m.driver_bytes.map_or(a.reserved_bytes as f64, |u| u as f64);
+                // Two ways to run out, whichever comes first. The cache keeps growing segment
+                // by segment (split segments serve a new peak only in part), and the segment
+                // after the last one that fits fails: on average when the free memory beside
+                // the held bytes is gone. Or the next peak, with one more request of the size
+                // it takes, does not fit at all.
+                ((peak + self.request(p)).max(held), held)
+            }
+            _ => {
+                let used = m.driver_bytes.unwrap_or(0) as f64;
+                (used, used)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: f64 = 1073741824.0;
+    const MIB: f64 = 1048576.0;
+
+    fn params() -> DemandParams {
+        DemandParams::from_config(&crate::config::AnalysisConfig::default())
+    }
+
+    /// One process as the engine feeds it: reports, then one analysis per second.
+    struct Proc {
+        demand: Demand,
+        allocated: Series,
+        last: Option<DeviceStats>,
+        p: DemandParams,
+    }
+
+    impl Proc {
+        fn new(t: Time) -> Self {
+            let history = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+            Proc {
+                demand: Demand::new(t, history.clone()),
+                allocated: history,
+                last: None,
+                p: params(),
+            }
+        }
+
+        /// A report at `t` of `allocated` and `reserved` GiB, then the analysis at `t`.
+        fn step(&mut self, t: Time, allocated: f64, reserved: f64) {
+            let d = DeviceStats {
+                uuid: "GPU-0".into(),
+                allocated_bytes: (allocated * GIB) as u64,
+                reserved_bytes: (reserved * GIB) as u64,
+                ..Default::default()
+            };
+            self.demand.allocator(t, self.last.as_ref(), &d);
+            self.allocated.push(t, d.allocated_bytes as f64);
+            self.last = Some(d);
+            self.analyse(t, None);
+        }
+
+        fn analyse(&mut self, t: Time, driver_bytes: Option<u64>) {
+            let m = Moment {
+                active: true,
+                allocator: self.last.as_ref(),
+                driver_bytes,
+                allocated: &self.allocated,
+            };
+            self.demand.update(t, &m, &self.p);
+        }
+
+        fn part(&self, t: Time) -> DemandPart {
+            self.demand.part(t, &self.p)
+        }
+
+        /// Three steps of a training loop at `t`, `t + 1`, `t + 2`..: 4 GiB at the peak,
+        /// 2 GiB between, 8 GiB of cache.
+        fn train(&mut self, from: Time, to: Time) {
+            let mut t = from;
+            while t < to {
+                let a = if (t as i64) % 2 == 0 { 4.0 } else { 2.0 };
+                self.step(t, a, 8.0);
+                t += 1.0;
+            }
+        }
+    }
+
+    #[test]
+    fn the_warm_up_ends_after_three_frees_or_its_length() {
+        let mut idle = Proc::new(100.0);
+        for t in 100..110 {
+            idle.step(t as f64, 3.0, 4.0);
+        }
+        assert_eq!(idle.demand.warm_from(&idle.p), 160.0);
+        assert_eq!(idle.demand.leak_from(&idle.p), 160.0);
+
+        let mut working = Proc::new(100.0);
+        working.train(100.0, 110.0);
+        // Frees at 101, 103 and 105: allocated fell from 4 GiB to 2 GiB.
+        assert_eq!(working.demand.warm_from(&working.p), 105.0);
+        assert_eq!(working.demand.leak_from(&working.p), 101.0);
+    }
+
+    #[test]
+    fn the_need_is_the_recent_peak_plus_one_request_and_at_least_what_it_holds() {
+        let mut p = Proc::new(0.0);
+        p.train(0.0, 10.0);
+        // After the warm-up the cache grows by a 1 GiB segment and a 512 MiB one.
+        p.step(10.0, 2.0, 9.0);
+        p.step(11.0, 2.0, 9.5);
+        p.step(12.0, 6.0, 9.5);
+        // The peak over the last 10 s (6 GiB) and the second largest segment (512 MiB) do not
+        // reach the 9.5 GiB it holds.
+        let part = p.part(12.0);
+        assert_eq!(part.held, 9.5 * GIB);
+        assert_eq!(part.need, 9.5 * GIB);
+        // It took segments after its warm-up: it asks.
+        assert!(part.asks);
+        // NVML's bytes beyond the cache (the CUDA context, 1 GiB here) count in both.
+        p.step(13.0, 9.25, 9.5);
+        p.analyse(13.0, Some((10.5 * GIB) as u64));
+        let part = p.part(13.0);
+        assert_eq!(part.held, 10.5 * GIB);
+        assert_eq!(part.need, (9.25 + 1.0) * GIB + 512.0 * MIB);
+    }
+
+    #[test]
+    fn segments_taken_while_loading_do_not_size_the_request() {
+        let mut p = Proc::new(0.0);
+        // Loading: a 20 GiB buffer and a 10 GiB one, no frees.
+        p.step(0.0, 1.0, 1.0);
+        p.step(1.0, 21.0, 21.0);
+        p.step(2.0, 31.0, 31.0);
+        for t in 3..70 {
+            p.step(t as f64, 29.0 + (t % 2) as f64 * 2.0, 31.0);
+        }
+        assert!(p.demand.warm_from(&p.p) < 70.0);
+        assert_eq!(p.demand.request(&p.p), 0.0);
+        p.step(71.0, 31.0, 31.25);
+        p.step(72.0, 31.0, 31.75);
+        assert_eq!(p.demand.request(&p.p), 256.0 * MIB);
+    }
+
+    #[test]
+    fn a_process_that_does_not_report_needs_and_holds_its_driver_bytes() {
+        let mut d = Demand::new(0.0, Series::tiered(1.0, 120.0, 5.0, 3600.0));
+        let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+        let p = params();
+        d.driver_rise(70.0, 2.0 * GIB);
+        let m = Moment {
+            active: true,
+            allocator: None,
+            driver_bytes: Some((6.0 * GIB) as u64),
+            allocated: &none,
+        };
+        d.update(70.0, &m, &p);
+        let part = d.part(70.0, &p);
+        assert_eq!((part.need, part.held), (6.0 * GIB, 6.0 * GIB));
+        // The rise after its warm-up is memory it asked for...
+        assert!(part.asks);
+        // ...and asks no more once the window has passed.
+        d.update(70.0 + p.window + 1.0, &m, &p);
+        assert!(!d.part(70.0 + p.window + 1.0, &p).asks);
+    }
+
+    #[test]
+    fn steady_growth_after_the_warm_up_is_a_trend_of_its_pace() {
+        let mut p = Proc::new(0.0);
+        p.train(0.0, 10.0);
+        for t in 10..40 {
+            assert!(p.demand.trend().is_none(), "no trend yet at {t}");
+            let a = 4.0 + (t - 10) as f64 * 0.05;
+            p.step(t as f64, a, a);
+        }
+        for t in 40..100 {
+            let a = 4.0 + (t - 10) as f64 * 0.05;
+            p.step(t as f64, a, a);
+        }
+        let trend = p.demand.trend().expect("60 s of steady growth");
+        let pace = trend.slope / GIB;
+        assert!((pace - 0.05).abs() < 0.01, "{pace} GiB/s");
+        assert!(p.part(99.0).asks);
+    }
+
+    #[test]
+    fn growth_during_the_warm_up_is_loading() {
+        let mut p = Proc::new(0.0);
+        for t in 0..59 {
+            let a = 1.0 + t as f64 * 0.25;
+            p.step(t as f64, a, a);
+        }
+        assert!(p.demand.trend().is_none());
+    }
+
+    #[test]
+    fn a_peak_that_comes_back_to_the_same_height_is_not_growth() {
+        let mut p = Proc::new(0.0);
+        p.train(0.0, 10.0);
+        // Training at 3 GiB, an evaluation at 6 GiB every 30 s, in a 6.5 GiB cache.
+        for t in 10..400 {
+            let a = if t % 30 < 3 {
+                6.0
+            } else {
+                3.0 - (t % 2) as f64
+            };
+            p.step(t as f64, a, 6.5);
+            assert!(p.demand.trend().is_none(), "a trend at {t}");
+        }
+    }
+
+    #[test]
+    fn memory_given_back_is_asked_for_again_within_the_window() {
+        let mut p = Proc::new(0.0);
+        p.train(0.0, 100.0);
+        assert!(!p.part(99.0).asks, "a steady process asks for nothing");
+        // empty_cache(): the cache falls from 8 GiB to 4 GiB.
+        p.step(100.0, 2.0, 4.0);
+        assert!(p.part(100.0).asks);
+        for t in 101..(101 + p.p.window as i64) {
+            p.step(t as f64, 2.0, 4.0);
+        }
+        let t = 101.0 + p.p.window;
+        p.step(t, 2.0, 4.0);
+        assert!(!p.part(t).asks);
+    }
+}
