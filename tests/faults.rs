@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{sample_value, Exporter, Launch};
 use gpumem_exporter::config::{Config, NvmlConfig};
+use gpumem_exporter::engine::current;
 use gpumem_exporter::exporter::encode;
 use gpumem_exporter::model::{DeviceMemory, ErrorKind, GpuIdentity};
 use gpumem_exporter::runtime::live::{spawn_sampler, unix_now, Shared};
@@ -170,7 +171,7 @@ impl Rig {
 /// What a scrape of `shared` would return, in the text format.
 fn metrics_text(shared: &Shared) -> String {
     let mut out = String::new();
-    encode::text(&shared.snapshot(), &shared.counters, "test", &mut out).unwrap();
+    encode::text(&current(&shared.engine), &shared.counters, "test", &mut out).unwrap();
     out
 }
 
@@ -279,6 +280,7 @@ fn the_exporters_sampling_loop_rides_out_a_hung_first_gpu() {
         Box::new(source),
         Duration::from_millis(20),
         Arc::new(unix_now),
+        None,
     );
     let wait_for = |what: &str, ok: &dyn Fn(&str) -> bool| {
         let until = Instant::now() + Duration::from_secs(10);

@@ -28,7 +28,7 @@ fn exposition() -> String {
         engine.observe(&obs);
     }
     let mut out = String::new();
-    encode::text(&engine.snapshot(), &counters, "golden", &mut out).unwrap();
+    encode::text(&engine.current(), &counters, "golden", &mut out).unwrap();
     out
 }
 

@@ -44,7 +44,7 @@ fn served() -> BTreeMap<String, String> {
     for i in 0..1800 {
         let obs = src.sample(i as f64 * 0.1);
         engine.observe(&obs);
-        for f in families(&engine.snapshot(), &counters, "test") {
+        for f in families(&engine.current(), &counters, "test") {
             let kind = match f.kind {
                 Kind::Gauge => "gauge",
                 Kind::Counter => "counter",

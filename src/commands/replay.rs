@@ -49,7 +49,7 @@ pub fn run_timeline(
         return Ok(());
     };
     let mut second = first.floor().max(0.0) as i64;
-    let mut snapshot = engine.snapshot();
+    let mut snapshot = engine.current();
     let step = cfg.sample_interval.as_secs_f64();
     // The clock ticks on whole seconds of trace time (and `step` after), as a live exporter's
     // does whatever the recording's phase: shifting a trace shifts what each tick sees.
@@ -72,7 +72,7 @@ pub fn run_timeline(
             engine.tracked_processes() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        snapshot = engine.snapshot();
+        snapshot = engine.current();
         t += step;
     }
     at_second(second, &snapshot, &counters)

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::config::{parse_listen_address, Config};
 use crate::exporter::http::{self, WebState};
 use crate::ingest::server::{self as ingest, IngestState, SocketGuard};
+use crate::k8s::pods::KubeResolver;
 use crate::runtime::live::{source_clock, spawn_sampler, Shared};
 use crate::source::{self, Source, Stop};
 
@@ -24,17 +25,14 @@ async fn shutdown_signal(stop: Arc<Stop>) {
 pub fn run(cfg: Config) -> anyhow::Result<()> {
     let source = source::open(&cfg)?;
     let shared = Shared::new(&cfg, source.kind());
-    if cfg.kubernetes.enabled() {
-        let resolver =
-            crate::k8s::pods::KubeResolver::start(&cfg.kubernetes, cfg.nvml.proc_root.clone())
-                .map_err(|e| anyhow::anyhow!("kubernetes attribution: {e:#}"))?;
-        shared
-            .engine
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .set_pod_resolver(Box::new(resolver));
+    let pods = if cfg.kubernetes.enabled() {
+        let resolver = KubeResolver::start(&cfg.kubernetes, cfg.nvml.proc_root.clone())
+            .map_err(|e| anyhow::anyhow!("kubernetes attribution: {e:#}"))?;
         tracing::info!("pod attribution on");
-    }
+        Some(resolver)
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Scrapes are encoded on the blocking pool, whose threads exit after 10 s idle by
@@ -43,10 +41,15 @@ pub fn run(cfg: Config) -> anyhow::Result<()> {
         .thread_keep_alive(Duration::from_secs(300))
         .enable_all()
         .build()?;
-    rt.block_on(serve(cfg, source, shared))
+    rt.block_on(serve(cfg, source, shared, pods))
 }
 
-async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::Result<()> {
+async fn serve(
+    cfg: Config,
+    source: Box<dyn Source>,
+    shared: Shared,
+    pods: Option<KubeResolver>,
+) -> anyhow::Result<()> {
     let addr = parse_listen_address(&cfg.web.listen_address)
         .map_err(|m| anyhow::anyhow!("web.listen_address: {m}"))?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -148,7 +151,7 @@ async fn serve(cfg: Config, source: Box<dyn Source>, shared: Shared) -> anyhow::
         }
     }
 
-    let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock);
+    let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock, pods);
     shutdown_signal(Arc::clone(&shared.stop)).await;
     let _ = stop_tx.send(true);
     // In-flight requests finish; a scrape during shutdown gets a whole answer or none.

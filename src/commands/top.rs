@@ -20,6 +20,7 @@ use ratatui::Frame;
 use crate::analysis::oom::RiskLevel;
 use crate::cli::TopArgs;
 use crate::config::Config;
+use crate::engine::current;
 use crate::runtime::live::{source_clock, spawn_sampler, Shared};
 use crate::snapshot::{GpuView, ProcessView, Snapshot};
 use crate::source;
@@ -455,14 +456,20 @@ pub fn run(cfg: &Config, args: TopArgs) -> anyhow::Result<ExitCode> {
     // No log output: it would scribble over the screen.
     let src = source::open(cfg)?;
     let shared = Shared::new(cfg, src.kind());
-    let sampler = spawn_sampler(shared.clone(), src, cfg.sample_interval, source_clock(cfg));
+    let sampler = spawn_sampler(
+        shared.clone(),
+        src,
+        cfg.sample_interval,
+        source_clock(cfg),
+        None,
+    );
     let mut terminal = ratatui::init();
     let mut app = App::default();
     let refresh = args.refresh;
     let mut last_draw: Option<Instant> = None;
     let result = (|| -> anyhow::Result<()> {
         loop {
-            let snap: Arc<Snapshot> = shared.snapshot();
+            let snap: Arc<Snapshot> = current(&shared.engine);
             if last_draw.is_none_or(|t| t.elapsed() >= refresh) {
                 app.note_peaks(&snap);
                 terminal.draw(|f| {
@@ -530,7 +537,7 @@ mod tests {
         for i in 0..30 {
             e.observe(&s.sample(i as f64 * 0.5));
         }
-        e.snapshot()
+        (*e.current()).clone()
     }
 
     fn screen(app: &App, snap: &Snapshot) -> String {

@@ -199,11 +199,6 @@ pub struct Applied {
     pub unlisted_for: f64,
 }
 
-/// Looks up a process's pod; the Kubernetes attribution plugs in here.
-pub trait PodResolver: Send {
-    fn resolve(&mut self, pid: u32) -> Option<PodLabels>;
-}
-
 /// The current snapshot of an engine behind its lock (`Engine::current`).
 pub fn current(engine: &Mutex<Engine>) -> Arc<Snapshot> {
     engine.lock().unwrap_or_else(|e| e.into_inner()).current()
@@ -222,7 +217,6 @@ pub struct Engine {
     procs: BTreeMap<ProcKey, ProcState>,
     now: Time,
     last_analysis: Option<Time>,
-    pod_resolver: Option<Box<dyn PodResolver>>,
     /// Counts the samples and reports folded in: a snapshot is current while this is unchanged.
     changes: u64,
     published: Option<(u64, Arc<Snapshot>)>,
@@ -242,14 +236,37 @@ impl Engine {
             procs: BTreeMap::new(),
             now: f64::NEG_INFINITY,
             last_analysis: None,
-            pod_resolver: None,
             changes: 0,
             published: None,
         }
     }
 
-    pub fn set_pod_resolver(&mut self, r: Box<dyn PodResolver>) {
-        self.pod_resolver = Some(r);
+    /// Processes shown whose pod is not known: the runtime looks them up outside the lock
+    /// (`attribute_pods`), so that a snapshot reads no `/proc`.
+    pub fn pods_wanted(&self) -> Vec<u32> {
+        let ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        let mut pids: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.pod.is_none() && (p.listed_now || p.reporting(self.now, ttl)))
+            .map(|(k, _)| k.0)
+            .collect();
+        pids.dedup();
+        pids
+    }
+
+    /// The pods found for `pods_wanted`.
+    pub fn attribute_pods(&mut self, found: &[(u32, PodLabels)]) {
+        for (pid, pod) in found {
+            let of_pid = self
+                .procs
+                .range_mut((*pid, String::new())..)
+                .take_while(|(k, _)| k.0 == *pid);
+            for (_, p) in of_pid.filter(|(_, p)| p.pod.is_none()) {
+                p.pod = Some(pod.clone());
+                self.changes += 1;
+            }
+        }
     }
 
     pub fn now(&self) -> Time {

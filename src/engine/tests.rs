@@ -417,3 +417,26 @@ fn memory_no_listed_process_accounts_for_is_unattributed() {
     e.observe(&o);
     assert_eq!(e.snapshot().gpus[0].unattributed, None);
 }
+
+#[test]
+fn pods_are_asked_for_once_known_and_shown_in_the_next_snapshot() {
+    let mut e = Engine::new(&Config::default(), "test");
+    e.observe(&obs(0.0, &[7, 8]));
+    assert_eq!(e.pods_wanted(), vec![7, 8]);
+    let before = e.current();
+    let pod = PodLabels {
+        namespace: "ml".into(),
+        pod: "trainer-0".into(),
+        container: "pytorch".into(),
+    };
+    e.attribute_pods(&[(8, pod.clone())]);
+    assert_eq!(e.pods_wanted(), vec![7]);
+    let after = e.current();
+    assert!(!Arc::ptr_eq(&before, &after), "a pod found is a change");
+    let shown: Vec<_> = after
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.pod.clone()))
+        .collect();
+    assert_eq!(shown, vec![(7, None), (8, Some(pod))]);
+}

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Engine {
-    fn process_view(&mut self, key: &ProcKey, now: Time) -> Option<ProcessView> {
+    fn process_view(&self, key: &ProcKey, now: Time) -> Option<ProcessView> {
         let ttl = self.cfg.ingest.expire_after.as_secs_f64();
         let block_ttl = self.cfg.ingest.largest_block_ttl.as_secs_f64();
         let gpu = self
@@ -12,19 +12,13 @@ impl Engine {
             .find(|g| g.id.uuid == key.1)
             .map(|g| g.id.index);
         let trust = self.trust();
-        let resolver = self.pod_resolver.as_mut();
-        let p = self.procs.get_mut(key)?;
+        let p = self.procs.get(key)?;
         let reporting = p.reporting(now, ttl);
         if !(p.listed_now || reporting) {
             return None;
         }
         // Unverified: the process's own numbers only, nothing derived that an alert reads.
         let verified = trust.vouches(p, now);
-        if p.pod.is_none() {
-            if let Some(r) = resolver {
-                p.pod = r.resolve(key.0);
-            }
-        }
         let alloc = if reporting { p.alloc.clone() } else { None };
         let largest = p
             .largest_free
@@ -93,9 +87,10 @@ impl Engine {
         }
     }
 
-    /// Build the snapshot for the latest observation (`current` reuses it while nothing
-    /// changed).
-    pub fn snapshot(&mut self) -> Snapshot {
+    /// Build a snapshot of the latest observation; callers read `current`, which builds one
+    /// only after a change. Reads nothing but the engine's own state: it runs under the
+    /// engine's lock.
+    pub fn snapshot(&self) -> Snapshot {
         let now = self.now;
         let mut keys: Vec<ProcKey> = self.procs.keys().cloned().collect();
         keys.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));

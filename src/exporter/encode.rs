@@ -219,7 +219,7 @@ mod tests {
         for i in 0..30 {
             engine.observe(&src.sample(f64::from(i)));
         }
-        let mut snap = engine.snapshot();
+        let mut snap = (*engine.current()).clone();
         snap.processes[0].comm = "a\"b\\c\nd".into();
         snap.processes[0].pod = Some(PodLabels {
             namespace: "ml".into(),

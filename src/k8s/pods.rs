@@ -1,6 +1,7 @@
 //! Pod names for the pod UIDs and container IDs that cgroups give: the node's pods, listed from
 //! the API server (filtered to this node) on a background thread, cached, and looked up by
-//! the engine without any I/O beyond reading `/proc/<pid>/cgroup` once per process.
+//! the sampler (outside the engine's lock) with no I/O beyond reading `/proc/<pid>/cgroup`
+//! once per process.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,6 @@ use serde::Deserialize;
 
 use super::cgroup::read_pod_ref;
 use crate::config::KubernetesConfig;
-use crate::engine::PodResolver;
 use crate::snapshot::PodLabels;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -213,7 +213,7 @@ impl PodSource {
     }
 }
 
-/// The engine's view: cgroup → pod UID → names, from an index refreshed in the background.
+/// The sampler's view: cgroup → pod UID → names, from an index refreshed in the background.
 pub struct KubeResolver {
     index: Arc<RwLock<PodIndex>>,
     proc_root: PathBuf,
@@ -257,10 +257,10 @@ impl KubeResolver {
             every.min(Duration::from_secs(10)),
         ))
     }
-}
 
-impl PodResolver for KubeResolver {
-    fn resolve(&mut self, pid: u32) -> Option<PodLabels> {
+    /// The pod of `pid`: one read of its cgroup file, then the cached pod list. A process
+    /// that is in no known pod is asked about again only after a while.
+    pub fn resolve(&mut self, pid: u32) -> Option<PodLabels> {
         if self
             .misses
             .get(&pid)

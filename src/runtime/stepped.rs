@@ -267,7 +267,7 @@ impl Sampler {
                 let obs = self.source.sample(t);
                 last_t = Some(t);
                 self.engine.observe(&obs);
-                let snap = self.engine.snapshot();
+                let snap = self.engine.current();
                 end.samples += 1;
                 end.covered = t - s;
                 let flow = f(&Tick {
@@ -297,7 +297,7 @@ impl Sampler {
                 };
                 let s = *start.get_or_insert(obs.t);
                 self.engine.observe(&obs);
-                let snap = self.engine.snapshot();
+                let snap = self.engine.current();
                 end.samples += 1;
                 end.covered = obs.t - s;
                 let flow = f(&Tick {
