@@ -351,6 +351,55 @@ fn oom_monitor_prints_each_change_and_stops_on_sigint() {
     assert_eq!(status.code(), Some(0), "{seen:?}");
 }
 
+/// The threads of a running process, by name.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn sigterm_ends_a_profile_early_and_its_report_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = out(&dir, "profile.json");
+    let child = Command::new(BIN)
+        .args([
+            "profile",
+            "--source",
+            "sim",
+            "--sample-interval",
+            "100ms",
+            "--duration",
+            "10m",
+            "--output",
+            &o,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Signalled once its stop listens (the thread that waits for signals is running).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !thread_names(child.id()).iter().any(|n| n == "signals") {
+        assert!(Instant::now() < deadline, "no signal thread");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let r = child.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&o).unwrap()).unwrap();
+    assert_eq!(report["interrupted"], true, "{report}");
+    assert!(report["duration"].as_f64().unwrap() < 600.0, "{report}");
+}
+
 #[test]
 fn leak_finds_the_leaking_pid_in_d1() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ use crate::analysis::fragmentation::{advice, band, Bands, BANDS};
 use crate::cli::FragmentArgs;
 use crate::config::Config;
 use crate::model::EventKind;
-use crate::runtime::stepped::{self, Sampler};
+use crate::runtime::stepped::Sampler;
 
 const MAX_POINTS: usize = 20_000;
 const MAX_MARKERS: usize = 30;
@@ -210,7 +210,6 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(cfg);
-    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let devices = args.sampling.devices.clone();
     let mut accs: BTreeMap<u32, DevAcc> = BTreeMap::new();

@@ -226,7 +226,6 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(&cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(&cfg);
-    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let devices = args.sampling.devices.clone();
     let warmup = cfg.analysis.warmup.as_secs_f64();

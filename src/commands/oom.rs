@@ -178,7 +178,6 @@ pub fn run(cfg: &Config, args: OomArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(&cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(&cfg);
-    stepped::install_stop_handler();
     let limit = if args.monitor {
         None
     } else {

@@ -516,7 +516,6 @@ pub fn run(cfg: &Config, args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(cfg);
-    stepped::install_stop_handler();
     let limit = workflow::run_limit(&args.sampling, sampler.is_replay());
     let interval = if sampler.is_replay() {
         args.sampling.interval.map(|d| d.as_secs_f64())

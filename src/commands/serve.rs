@@ -63,10 +63,6 @@ async fn serve(
         cfg.ingest.clone(),
     );
     let mut tasks = tokio::task::JoinSet::new();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let wait_stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
 
     let mut _socket_guard = None;
     if !cfg.ingest.socket.as_os_str().is_empty() {
@@ -77,9 +73,9 @@ async fn serve(
             Ok(l) => {
                 _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
                 tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
-                let (state, rx) = (ingest_state.clone(), stop_rx.clone());
+                let (state, stopped) = (ingest_state.clone(), shared.stop.wait());
                 tasks.spawn(async move {
-                    ingest::serve(l, state, wait_stop(rx))
+                    ingest::serve(l, state, stopped)
                         .await
                         .map_err(anyhow::Error::from)
                 });
@@ -98,9 +94,9 @@ async fn serve(
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
         let bound = l.local_addr().unwrap_or(a);
         tracing::warn!(address = %bound, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
-        let rx = stop_rx.clone();
+        let stopped = shared.stop.wait();
         tasks.spawn(async move {
-            ingest::serve(l, ingest_state, wait_stop(rx))
+            ingest::serve(l, ingest_state, stopped)
                 .await
                 .map_err(anyhow::Error::from)
         });
@@ -117,7 +113,7 @@ async fn serve(
     // started the exporter (a test, a supervisor) reads it here.
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!(address = %bound, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
-    let rx = stop_rx.clone();
+    let stopped = shared.stop.wait();
     match &cfg.web.config_file {
         // TLS and/or basic auth from the web config file (checked at start by validate).
         Some(path) => {
@@ -129,7 +125,7 @@ async fn serve(
                 "web config loaded"
             );
             tasks.spawn(async move {
-                crate::exporter::webconfig::serve(listener, web, security, wait_stop(rx))
+                crate::exporter::webconfig::serve(listener, web, security, stopped)
                     .await
                     .map_err(anyhow::Error::from)
             });
@@ -144,7 +140,7 @@ async fn serve(
             });
             tasks.spawn(async move {
                 axum::serve(listener, web)
-                    .with_graceful_shutdown(wait_stop(rx))
+                    .with_graceful_shutdown(stopped)
                     .await
                     .map_err(anyhow::Error::from)
             });
@@ -153,7 +149,6 @@ async fn serve(
 
     let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock, pods);
     shutdown_signal(Arc::clone(&shared.stop)).await;
-    let _ = stop_tx.send(true);
     // In-flight requests finish; a scrape during shutdown gets a whole answer or none.
     while let Some(r) = tasks.join_next().await {
         if let Ok(Err(e)) = r {

@@ -4,7 +4,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::live::unix_now;
@@ -12,7 +12,7 @@ use crate::config::{Config, SourceSpec};
 use crate::engine::Engine;
 use crate::model::{Observation, Time};
 use crate::snapshot::Snapshot;
-use crate::source::{self, replay::ReplaySource, sim::SimSource, Schedule, Source};
+use crate::source::{self, replay::ReplaySource, sim::SimSource, Schedule, Source, Stop};
 
 /// A bad flag: reported with the flag's name, exit status 2, before any sampling.
 #[derive(Debug, thiserror::Error)]
@@ -28,32 +28,6 @@ pub fn usage(flag: &str, message: impl Into<String>) -> anyhow::Error {
         message: message.into(),
     }
     .into()
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Ctrl-C (SIGINT) and SIGTERM end the run early; the report is still written.
-pub fn install_stop_handler() -> &'static AtomicBool {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGTERM,
-            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-    &STOP
-}
-
-pub fn stopped() -> bool {
-    STOP.load(Ordering::SeqCst)
 }
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal.
@@ -145,6 +119,8 @@ pub struct Sampler {
     replay_interval: Option<f64>,
     gpus: Option<Vec<u32>>,
     pending: Option<Observation>,
+    /// Ctrl-C (SIGINT) and SIGTERM end the run early; the report is still written.
+    stop: Arc<Stop>,
 }
 
 impl Sampler {
@@ -181,6 +157,7 @@ impl Sampler {
             replay_interval: interval.map(|d| d.as_secs_f64()),
             gpus,
             pending: None,
+            stop: Stop::on_signals()?,
         })
     }
 
@@ -243,7 +220,7 @@ impl Sampler {
         if self.replay {
             let mut last_t: Option<Time> = None;
             loop {
-                if stopped() {
+                if self.stop.is_set() {
                     end.interrupted = true;
                     break;
                 }
@@ -287,7 +264,7 @@ impl Sampler {
             let deadline = limit.map(|d| started + Duration::from_secs_f64(d));
             let mut schedule = Schedule::new(self.interval);
             loop {
-                if stopped() {
+                if self.stop.is_set() {
                     end.interrupted = true;
                     break;
                 }
@@ -319,13 +296,7 @@ impl Sampler {
                     Some(d) => next.min(d),
                     None => next,
                 };
-                while !stopped() {
-                    let left = wake.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    std::thread::sleep(left.min(Duration::from_millis(50)));
-                }
+                self.stop.wait_until(wake);
             }
         }
         if let Some(p) = progress.as_mut() {

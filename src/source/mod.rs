@@ -132,6 +132,37 @@ impl Stop {
         wakers.push(waker);
     }
 
+    /// A stop that SIGINT (Ctrl-C) and SIGTERM set: the report commands end their run and
+    /// still write what they have. Signals after the first are ignored.
+    pub fn on_signals() -> std::io::Result<Arc<Stop>> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let stop = Arc::new(Stop::default());
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        let set = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if signals.forever().next().is_some() {
+                    set.set();
+                }
+            })?;
+        Ok(stop)
+    }
+
+    /// Resolves once stopped: the async servers end on the same stop as the sampler.
+    pub fn wait(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let tx = Mutex::new(Some(tx));
+        self.on_set(Box::new(move || {
+            if let Some(tx) = unpoisoned(tx.lock()).take() {
+                let _ = tx.send(());
+            }
+        }));
+        async move {
+            let _ = rx.await;
+        }
+    }
+
     /// Wait until `deadline` or a stop, whichever comes first; true when stopped.
     pub fn wait_until(&self, deadline: Instant) -> bool {
         let mut stopped = unpoisoned(self.stopped.lock());
