@@ -23,7 +23,7 @@ async fn shutdown_signal(stop: Arc<Stop>) {
 }
 
 pub fn run(cfg: Config) -> anyhow::Result<()> {
-    let source = source::open(&cfg)?;
+    let source = source::open(&cfg, source::Reports::AtClientRate)?;
     let shared = Shared::new(&cfg, source.kind());
     let pods = if cfg.kubernetes.enabled() {
         let resolver = KubeResolver::start(&cfg.kubernetes, cfg.nvml.proc_root.clone())

@@ -454,7 +454,7 @@ pub fn run(cfg: &Config, args: TopArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("top needs a terminal on stdout; use `profile` or /metrics for scripts");
     }
     // No log output: it would scribble over the screen.
-    let src = source::open(cfg)?;
+    let src = source::open(cfg, source::Reports::AtClientRate)?;
     let shared = Shared::new(cfg, src.kind());
     let sampler = spawn_sampler(
         shared.clone(),

@@ -12,7 +12,7 @@ use crate::config::{Config, SourceSpec};
 use crate::engine::Engine;
 use crate::model::{Observation, Time};
 use crate::snapshot::Snapshot;
-use crate::source::{self, replay::ReplaySource, sim::SimSource, Schedule, Source, Stop};
+use crate::source::{self, Reports, Schedule, Source, Stop};
 
 /// A bad flag: reported with the flag's name, exit status 2, before any sampling.
 #[derive(Debug, thiserror::Error)]
@@ -126,29 +126,22 @@ pub struct Sampler {
 impl Sampler {
     /// Open the configured source. `interval` overrides `sample_interval`.
     pub fn open(cfg: &Config, interval: Option<Duration>) -> anyhow::Result<Sampler> {
-        let spec = &cfg.source;
-        let (source, replay, gpus): (Box<dyn Source>, bool, Option<Vec<u32>>) = match spec {
-            SourceSpec::Replay(files) => {
-                // A trace that cannot be read is a bad --source value.
-                // Without --interval a workflow takes every recorded sample, reports too.
-                let reports = if interval.is_some() {
-                    cfg.replay.report_interval.as_secs_f64()
-                } else {
-                    0.0
-                };
-                let r = ReplaySource::open(files)
-                    .map_err(|e| usage("--source", e.to_string()))?
-                    .with_report_interval(reports);
-                let ids = r.gpu_ids().iter().map(|g| g.index).collect();
-                (Box::new(r), true, Some(ids))
-            }
-            SourceSpec::Sim => (
-                Box::new(SimSource::new(&cfg.sim)),
-                false,
-                Some((0..cfg.sim.gpus.len() as u32).collect()),
-            ),
-            SourceSpec::Nvml => (source::open(cfg)?, false, None),
+        let replay = matches!(cfg.source, SourceSpec::Replay(_));
+        // Without --interval a workflow takes every recorded sample, reports too.
+        let reports = if interval.is_some() {
+            Reports::AtClientRate
+        } else {
+            Reports::All
         };
+        let source = source::open(cfg, reports).map_err(|e| {
+            // A trace that cannot be read is a bad --source value.
+            if replay {
+                usage("--source", e.to_string())
+            } else {
+                e
+            }
+        })?;
+        let gpus = source.gpu_indices();
         Ok(Sampler {
             engine: Engine::new(cfg, source.kind()),
             source,

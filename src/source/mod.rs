@@ -21,6 +21,10 @@ pub trait Source: Send {
     fn next_time(&self) -> Option<Time> {
         None
     }
+    /// The GPU indices it has, where known without sampling (the simulator, a trace).
+    fn gpu_indices(&self) -> Option<Vec<u32>> {
+        None
+    }
     /// Sample every `pace.interval` until stopped, handing each observation to
     /// `pace.deliver`; returns once stopped. This: a plain loop on the calling thread.
     fn run(mut self: Box<Self>, pace: Pace) {
@@ -39,13 +43,24 @@ pub fn run_plain<S: Source + ?Sized>(source: &mut S, mut pace: Pace) {
     }
 }
 
-/// Open the configured source.
-pub fn open(cfg: &Config) -> anyhow::Result<Box<dyn Source>> {
+/// Which of a trace's allocator reports a replay sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reports {
+    /// One per process every `replay.report_interval`, as the client sends them live.
+    AtClientRate,
+    /// Every recorded one (a workflow that takes every recorded sample).
+    All,
+}
+
+/// Open the configured source: the one place a `--source` becomes a source.
+pub fn open(cfg: &Config, reports: Reports) -> anyhow::Result<Box<dyn Source>> {
     Ok(match &cfg.source {
         SourceSpec::Sim => Box::new(sim::SimSource::new(&cfg.sim)),
         SourceSpec::Replay(files) => Box::new(
-            replay::ReplaySource::open(files)?
-                .with_report_interval(cfg.replay.report_interval.as_secs_f64()),
+            replay::ReplaySource::open(files)?.with_report_interval(match reports {
+                Reports::AtClientRate => cfg.replay.report_interval.as_secs_f64(),
+                Reports::All => 0.0,
+            }),
         ),
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
             nvml::NvmlBackend::open(device::start_limit(cfg.nvml.deadline))?,

@@ -436,6 +436,10 @@ impl Source for ReplaySource {
         "replay"
     }
 
+    fn gpu_indices(&self) -> Option<Vec<u32>> {
+        Some(self.gpus.iter().map(|g| g.id.index).collect())
+    }
+
     fn sample(&mut self, t: Time) -> Observation {
         let mut obs = Observation {
             t,

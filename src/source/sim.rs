@@ -368,6 +368,10 @@ impl Source for SimSource {
         "sim"
     }
 
+    fn gpu_indices(&self) -> Option<Vec<u32>> {
+        Some((0..self.cfg.gpus.len() as u32).collect())
+    }
+
     fn sample(&mut self, t: Time) -> Observation {
         let t0 = *self.t0.get_or_insert(t);
         let e = (t - t0).max(0.0);
