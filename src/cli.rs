@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Config, ConfigError, SimGpuConfig, SourceSpec};
+use crate::config::{Config, ConfigError};
+use crate::settings::{
+    scope, Given, GlobalFlags, LiveFlags, Overrides, PaceFlags, ServeFlags, SourceFlags,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,7 +26,7 @@ pub struct Cli {
     pub global: GlobalArgs,
 
     #[command(flatten, next_help_heading = "Options (serve)")]
-    pub serve: ServeArgs,
+    pub serve: ServeFlags,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -36,234 +39,51 @@ pub struct GlobalArgs {
     #[arg(long = "config", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Log level: error, warn, info, debug, trace. [default: info]
-    #[arg(long = "log.level", global = true, value_name = "LEVEL")]
-    pub log_level: Option<String>,
-
-    /// Log format: logfmt or json. [default: logfmt]
-    #[arg(long = "log.format", global = true, value_name = "FORMAT")]
-    pub log_format: Option<String>,
+    #[command(flatten)]
+    pub logging: GlobalFlags,
 
     /// Print the effective configuration as YAML and exit.
     #[arg(long = "print-config", global = true)]
     pub print_config: bool,
 }
 
-/// How often to sample, and how replayed allocator reports are paced.
-#[derive(Debug, Args, Default, Clone)]
-pub struct PaceArgs {
-    /// Time between samples, 10ms..60s. [default: 1s]
-    #[arg(long = "sample-interval", value_name = "DURATION", value_parser = crate::units::parse_duration)]
-    pub sample_interval: Option<Duration>,
-
-    /// Seconds between a replayed process's allocator reports (the client's rate; 0 sends every
-    /// recorded sample). [default: 1s]
-    #[arg(long = "replay.report-interval", value_name = "DURATION", value_parser = crate::units::parse_duration)]
-    pub replay_report_interval: Option<Duration>,
-}
-
-/// Where samples come from: the commands that sample a source read these.
-#[derive(Debug, Args, Default, Clone)]
-pub struct SourceArgs {
-    /// Where to sample: nvml, sim, or replay:<file>[,<file>...]. [default: nvml]
-    #[arg(long = "source", value_name = "SOURCE")]
-    pub source: Option<String>,
-
-    #[command(flatten)]
-    pub pace: PaceArgs,
-
-    /// Simulator scenarios, one GPU each: steady, leak, oom, frag, shared, processes, churn, idle, mig.
-    #[arg(long = "sim.scenarios", value_name = "LIST", value_delimiter = ',')]
-    pub sim_scenarios: Option<Vec<String>>,
-}
-
-/// A source followed as it happens (`serve`, `top`).
-#[derive(Debug, Args, Default, Clone)]
-pub struct LiveArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
-
-    /// Replay speed: 1 is real time, 10 ten times faster. [default: 1]
-    #[arg(long = "replay.speed", value_name = "FACTOR")]
-    pub replay_speed: Option<f64>,
-}
-
-/// What `serve` (and the exporter without a command) reads.
-#[derive(Debug, Args, Default, Clone)]
-pub struct ServeArgs {
-    #[command(flatten)]
-    pub live: LiveArgs,
-
-    /// Address to serve metrics on. [default: :10049]
-    #[arg(long = "web.listen-address", value_name = "ADDR")]
-    pub listen_address: Option<String>,
-
-    /// Path under which to expose metrics. [default: /metrics]
-    #[arg(long = "web.telemetry-path", value_name = "PATH")]
-    pub telemetry_path: Option<String>,
-
-    /// Web config file (exporter-toolkit format) for TLS and basic auth on the web endpoints.
-    #[arg(long = "web.config.file", value_name = "FILE")]
-    pub web_config_file: Option<PathBuf>,
-
-    /// Unix socket for allocator reports; empty turns it off. [default: /run/gpumem/ingest.sock]
-    #[arg(long = "ingest.socket", value_name = "PATH", value_parser = parse_path)]
-    pub ingest_socket: Option<PathBuf>,
-
-    /// Permission bits of the ingest socket, in octal. [default: 0666]
-    #[arg(long = "ingest.socket-mode", value_name = "MODE")]
-    pub ingest_socket_mode: Option<String>,
-
-    /// Plain-HTTP ingest on this TCP address (loopback only unless --ingest.allow-remote). [default: off]
-    #[arg(long = "ingest.listen-address", value_name = "ADDR")]
-    pub ingest_listen_address: Option<String>,
-
-    /// Allow TCP ingest on a non-loopback address (reports over TCP are not authenticated).
-    #[arg(long = "ingest.allow-remote")]
-    pub ingest_allow_remote: bool,
-
-    /// Pod labels on per-process series: auto (on inside a pod), on, off. [default: auto]
-    #[arg(long = "kubernetes.attribution", value_name = "MODE", value_parser = ["auto", "on", "off"])]
-    pub kubernetes_attribution: Option<String>,
-}
-
-impl ServeArgs {
-    /// Flags only `serve` reads, given at the top level: a report command would ignore them.
-    fn serve_only_flags(&self) -> Vec<&'static str> {
-        [
-            (self.listen_address.is_some(), "--web.listen-address"),
-            (self.telemetry_path.is_some(), "--web.telemetry-path"),
-            (self.web_config_file.is_some(), "--web.config.file"),
-            (self.ingest_socket.is_some(), "--ingest.socket"),
-            (self.ingest_socket_mode.is_some(), "--ingest.socket-mode"),
-            (
-                self.ingest_listen_address.is_some(),
-                "--ingest.listen-address",
-            ),
-            (self.ingest_allow_remote, "--ingest.allow-remote"),
-            (
-                self.kubernetes_attribution.is_some(),
-                "--kubernetes.attribution",
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(given, flag)| given.then_some(flag))
-        .collect()
-    }
-}
-
-/// Every flag's value, whichever level of the command line gave it: what the configuration is
-/// built from.
+/// What the configuration of a run is built from: the file, and the flags of every level of
+/// the command line.
 #[derive(Debug, Default, Clone)]
 pub struct CommonArgs {
-    pub global: GlobalArgs,
-    pub serve: ServeArgs,
-}
-
-fn merge<T: Clone>(into: &mut Option<T>, from: &Option<T>) {
-    if from.is_some() {
-        *into = from.clone();
-    }
-}
-
-impl SourceArgs {
-    fn merge_into(&self, to: &mut SourceArgs) {
-        merge(&mut to.source, &self.source);
-        self.pace.merge_into(&mut to.pace);
-        merge(&mut to.sim_scenarios, &self.sim_scenarios);
-    }
-}
-
-impl PaceArgs {
-    fn merge_into(&self, to: &mut PaceArgs) {
-        merge(&mut to.sample_interval, &self.sample_interval);
-        merge(&mut to.replay_report_interval, &self.replay_report_interval);
-    }
-}
-
-impl LiveArgs {
-    fn merge_into(&self, to: &mut LiveArgs) {
-        self.source.merge_into(&mut to.source);
-        merge(&mut to.replay_speed, &self.replay_speed);
-    }
+    pub config: Option<PathBuf>,
+    pub flags: Overrides,
 }
 
 impl Cli {
-    /// The flags of the top level and of the command together; the command's win. Source flags
-    /// before a command name are still read (`gpumem-exporter --source sim oom`); flags only
-    /// `serve` reads are refused before another command rather than ignored.
+    /// The flags of the top level and of the command together; the command's win. Flags
+    /// before a command name count where the command reads them (`gpumem-exporter --source
+    /// sim oom`) and are refused where it does not, rather than ignored.
     pub fn common(&self) -> Result<CommonArgs, ConfigError> {
-        let mut c = CommonArgs {
-            global: self.global.clone(),
-            serve: self.serve.clone(),
+        let (name, reads, own): (&str, u8, &[Given]) = match &self.command {
+            None => ("serve", ServeFlags::READS, &[]),
+            Some(Command::Serve(a)) => ("serve", ServeFlags::READS, a.given()),
+            Some(Command::Top(a)) => ("top", LiveFlags::READS, a.flags.given()),
+            Some(Command::Replay(a)) => ("replay", PaceFlags::READS, a.flags.given()),
+            Some(Command::Profile(a)) => ("profile", SourceFlags::READS, a.flags.given()),
+            Some(Command::Oom(a)) => ("oom", SourceFlags::READS, a.flags.given()),
+            Some(Command::Leak(a)) => ("leak", SourceFlags::READS, a.flags.given()),
+            Some(Command::Fragment(a)) => ("fragment", SourceFlags::READS, a.flags.given()),
+            Some(Command::Compare(_)) => ("compare", 0, &[]),
+            Some(Command::Sweep(_)) => ("sweep", 0, &[]),
         };
-        let live = &mut c.serve.live;
-        let (name, own_source): (&str, Option<&SourceArgs>) = match &self.command {
-            None => return Ok(c),
-            Some(Command::Serve(a)) => {
-                let top = std::mem::take(&mut c.serve);
-                c.serve = a.clone();
-                let mut merged = top.live;
-                a.live.merge_into(&mut merged);
-                c.serve.live = merged;
-                for (field, flag) in [
-                    (&mut c.serve.listen_address, &top.listen_address),
-                    (&mut c.serve.telemetry_path, &top.telemetry_path),
-                    (&mut c.serve.ingest_socket_mode, &top.ingest_socket_mode),
-                    (
-                        &mut c.serve.ingest_listen_address,
-                        &top.ingest_listen_address,
-                    ),
-                    (
-                        &mut c.serve.kubernetes_attribution,
-                        &top.kubernetes_attribution,
-                    ),
-                ] {
-                    if field.is_none() {
-                        *field = flag.clone();
-                    }
-                }
-                if c.serve.web_config_file.is_none() {
-                    c.serve.web_config_file = top.web_config_file;
-                }
-                if c.serve.ingest_socket.is_none() {
-                    c.serve.ingest_socket = top.ingest_socket;
-                }
-                c.serve.ingest_allow_remote |= top.ingest_allow_remote;
-                return Ok(c);
-            }
-            Some(Command::Top(a)) => {
-                a.live.merge_into(live);
-                ("top", None)
-            }
-            Some(Command::Replay(a)) => {
-                a.pace.merge_into(&mut live.source.pace);
-                ("replay", None)
-            }
-            Some(Command::Profile(a)) => ("profile", Some(&a.source)),
-            Some(Command::Oom(a)) => ("oom", Some(&a.source)),
-            Some(Command::Leak(a)) => ("leak", Some(&a.source)),
-            Some(Command::Fragment(a)) => ("fragment", Some(&a.source)),
-            Some(Command::Compare(_)) => ("compare", None),
-            Some(Command::Sweep(_)) => ("sweep", None),
-        };
-        if let Some(s) = own_source {
-            s.merge_into(&mut live.source);
-        }
-        if let Some(flag) = self.serve.serve_only_flags().first() {
-            return Err(ConfigError {
-                field: flag.to_string(),
-                message: format!("is a flag of `serve`; `{name}` does not read it"),
-            });
-        }
-        Ok(c)
+        let levels = [self.global.logging.given(), self.serve.given(), own];
+        Ok(CommonArgs {
+            config: self.global.config.clone(),
+            flags: Overrides::gather(&levels, name, reads | scope::GLOBAL)?,
+        })
     }
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve /metrics (the default when no command is given).
-    Serve(ServeArgs),
+    Serve(ServeFlags),
     /// Run the engine over recorded traces as fast as the CPU goes and write a timeline.
     Replay(ReplayArgs),
     /// Sample for a while, then write a memory profile report (JSON) and a chart.
@@ -301,7 +121,7 @@ pub struct SamplingArgs {
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub flags: SourceFlags,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Where to write the report (JSON); - for stdout.
@@ -318,7 +138,7 @@ pub struct ProfileArgs {
 #[derive(Debug, Args)]
 pub struct OomArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub flags: SourceFlags,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Used percent of a GPU at which the risk is at least high (medium starts 10 points lower).
@@ -336,7 +156,7 @@ pub struct OomArgs {
 #[derive(Debug, Args)]
 pub struct LeakArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub flags: SourceFlags,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Floor growth in MiB per minute above which a process leaks. [default: 10]
@@ -350,7 +170,7 @@ pub struct LeakArgs {
 #[derive(Debug, Args)]
 pub struct FragmentArgs {
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub flags: SourceFlags,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Where to write the report (JSON); - for stdout.
@@ -402,7 +222,7 @@ pub struct SweepArgs {
 #[derive(Debug, Args)]
 pub struct TopArgs {
     #[command(flatten)]
-    pub live: LiveArgs,
+    pub flags: LiveFlags,
     /// Seconds between screen refreshes.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = crate::units::parse_interval)]
     pub refresh: Duration,
@@ -427,15 +247,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
     #[command(flatten)]
-    pub pace: PaceArgs,
+    pub flags: PaceFlags,
 }
 
-/// Any path, the empty one included (it turns the socket off).
-fn parse_path(s: &str) -> Result<PathBuf, String> {
-    Ok(PathBuf::from(s))
-}
-
-/// `key=value`, the key non-empty.
 fn parse_tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
@@ -443,186 +257,28 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// How a flag's value goes into the configuration.
-type Apply<'a> = Box<dyn Fn(&mut Config) -> Result<(), ConfigError> + 'a>;
-
-/// One flag given on the command line: the configuration key it sets, and how.
-struct Override<'a> {
-    flag: &'static str,
-    field: &'static str,
-    apply: Apply<'a>,
-}
-
-impl<'a> Override<'a> {
-    fn new(
-        flag: &'static str,
-        field: &'static str,
-        apply: impl Fn(&mut Config) -> Result<(), ConfigError> + 'a,
-    ) -> Self {
-        Override {
-            flag,
-            field,
-            apply: Box::new(apply),
-        }
-    }
-
-    /// A flag whose value cannot be wrong once clap has read it.
-    fn set(flag: &'static str, field: &'static str, apply: impl Fn(&mut Config) + 'a) -> Self {
-        Self::new(flag, field, move |c| {
-            apply(c);
-            Ok(())
-        })
-    }
-}
-
 impl CommonArgs {
     /// Defaults, then the file, then the flags; validated.
     pub fn effective_config(&self) -> Result<Config, ConfigError> {
-        let mut c = match &self.global.config {
+        let mut c = match &self.config {
             Some(p) => Config::from_file(p)?,
             None => Config::default(),
         };
-        for o in self.overrides() {
-            (o.apply)(&mut c).map_err(|e| self.name_flag(e))?;
-        }
-        c.validate().map_err(|e| self.name_flag(e))?;
+        self.flags.apply(&mut c)?;
+        c.validate().map_err(|e| self.flags.name_flag(e))?;
         Ok(c)
     }
 
     /// Name the flag where a bad value came from one.
-    pub fn name_flag(&self, mut e: ConfigError) -> ConfigError {
-        if let Some(o) = self.overrides().iter().find(|o| o.field == e.field) {
-            e.field = o.flag.to_string();
-        }
-        e
-    }
-
-    /// Every flag given, with the configuration key it sets and how: the one place where a
-    /// flag meets its key (clap declares the flag, serde the key).
-    fn overrides(&self) -> Vec<Override<'_>> {
-        let (g, serve) = (&self.global, &self.serve);
-        let (live, src) = (&serve.live, &serve.live.source);
-        let mut o = Vec::new();
-        if let Some(v) = &src.source {
-            o.push(Override::new("--source", "source", move |c| {
-                c.source = SourceSpec::parse(v)?;
-                Ok(())
-            }));
-        }
-        if let Some(v) = src.pace.sample_interval {
-            o.push(Override::set(
-                "--sample-interval",
-                "sample_interval",
-                move |c| c.sample_interval = v,
-            ));
-        }
-        if let Some(v) = &g.log_level {
-            o.push(Override::set("--log.level", "log_level", move |c| {
-                c.log_level = v.clone()
-            }));
-        }
-        if let Some(v) = &g.log_format {
-            o.push(Override::set("--log.format", "log_format", move |c| {
-                c.log_format = v.clone()
-            }));
-        }
-        if let Some(v) = &serve.listen_address {
-            o.push(Override::set(
-                "--web.listen-address",
-                "web.listen_address",
-                move |c| c.web.listen_address = v.clone(),
-            ));
-        }
-        if let Some(v) = &serve.telemetry_path {
-            o.push(Override::set(
-                "--web.telemetry-path",
-                "web.telemetry_path",
-                move |c| c.web.telemetry_path = v.clone(),
-            ));
-        }
-        if let Some(v) = &serve.web_config_file {
-            o.push(Override::set(
-                "--web.config.file",
-                "web.config_file",
-                move |c| c.web.config_file = Some(v.clone()),
-            ));
-        }
-        if let Some(v) = &serve.ingest_socket {
-            o.push(Override::set(
-                "--ingest.socket",
-                "ingest.socket",
-                move |c| c.ingest.socket = v.clone(),
-            ));
-        }
-        if let Some(v) = &serve.ingest_socket_mode {
-            o.push(Override::set(
-                "--ingest.socket-mode",
-                "ingest.socket_mode",
-                move |c| c.ingest.socket_mode = v.clone(),
-            ));
-        }
-        if let Some(v) = &serve.ingest_listen_address {
-            o.push(Override::set(
-                "--ingest.listen-address",
-                "ingest.listen_address",
-                move |c| c.ingest.listen_address = v.clone(),
-            ));
-        }
-        if serve.ingest_allow_remote {
-            o.push(Override::set(
-                "--ingest.allow-remote",
-                "ingest.allow_remote",
-                |c| c.ingest.allow_remote = true,
-            ));
-        }
-        if let Some(v) = &serve.kubernetes_attribution {
-            o.push(Override::set(
-                "--kubernetes.attribution",
-                "kubernetes.attribution",
-                move |c| {
-                    c.kubernetes.attribution = match v.as_str() {
-                        "on" => crate::config::Attribution::On,
-                        "off" => crate::config::Attribution::Off,
-                        _ => crate::config::Attribution::Auto,
-                    }
-                },
-            ));
-        }
-        if let Some(v) = live.replay_speed {
-            o.push(Override::set("--replay.speed", "replay.speed", move |c| {
-                c.replay.speed = v
-            }));
-        }
-        if let Some(v) = src.pace.replay_report_interval {
-            o.push(Override::set(
-                "--replay.report-interval",
-                "replay.report_interval",
-                move |c| c.replay.report_interval = v,
-            ));
-        }
-        if let Some(list) = &src.sim_scenarios {
-            o.push(Override::new("--sim.scenarios", "sim.gpus", move |c| {
-                let mut gpus = Vec::new();
-                for name in list {
-                    let scenario = serde_yaml_ng::from_str(name).map_err(|_| ConfigError {
-                        field: "sim.gpus".into(),
-                        message: format!(
-                            "`{name}` is not a scenario; accepted: steady, leak, oom, frag, shared, processes, churn, idle, mig"
-                        ),
-                    })?;
-                    gpus.push(SimGpuConfig::new(scenario));
-                }
-                c.sim.gpus = gpus;
-                Ok(())
-            }));
-        }
-        o
+    pub fn name_flag(&self, e: ConfigError) -> ConfigError {
+        self.flags.name_flag(e)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SourceSpec;
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(std::iter::once("gpumem-exporter").chain(args.iter().copied())).unwrap()

@@ -17,6 +17,7 @@ pub mod k8s;
 pub mod logging;
 pub mod model;
 pub mod runtime;
+pub mod settings;
 pub mod snapshot;
 pub mod source;
 pub mod units;

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use gpumem_exporter::settings::{scope, SETTINGS};
+
 const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
 const COMMANDS: [&str; 10] = [
     "", "serve", "replay", "profile", "oom", "leak", "fragment", "compare", "sweep", "top",
@@ -65,19 +67,15 @@ fn every_commands_help_matches_its_snapshot() {
 
 #[test]
 fn each_command_lists_only_the_flags_it_reads() {
-    let serve_only = [
-        "--web.listen-address",
-        "--web.telemetry-path",
-        "--web.config.file",
-        "--ingest.socket",
-        "--ingest.socket-mode",
-        "--ingest.listen-address",
-        "--ingest.allow-remote",
-        "--kubernetes.attribution",
-    ];
+    let serve_only: Vec<String> = SETTINGS
+        .iter()
+        .filter(|s| s.scope == scope::SERVE)
+        .map(|s| s.long())
+        .collect();
+    assert!(serve_only.contains(&"--web.listen-address".to_string()));
     for command in ["", "serve"] {
         let f = flags(&help(command));
-        for flag in serve_only {
+        for flag in &serve_only {
             assert!(
                 f.contains(&flag.to_string()),
                 "`{command} --help` lacks {flag}"
@@ -88,7 +86,7 @@ fn each_command_lists_only_the_flags_it_reads() {
         "replay", "profile", "oom", "leak", "fragment", "compare", "sweep", "top",
     ] {
         let f = flags(&help(command));
-        for flag in serve_only {
+        for flag in &serve_only {
             assert!(
                 !f.contains(&flag.to_string()),
                 "`{command} --help` lists {flag}"
@@ -112,4 +110,23 @@ fn each_command_lists_only_the_flags_it_reads() {
         assert!(f.contains(&"--source".to_string()) && !f.contains(&"--replay.speed".to_string()));
     }
     assert!(flags(&help("top")).contains(&"--replay.speed".to_string()));
+}
+
+/// The README's flag table: every setting's flag, with the default the help shows.
+#[test]
+fn the_readme_lists_every_flag_with_its_default() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    for s in SETTINGS {
+        let start = format!("| `{}` |", s.long());
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&start))
+            .unwrap_or_else(|| panic!("README.md's flag table lacks {}", s.long()));
+        let default = row.split('|').nth(2).unwrap().trim().trim_matches('`');
+        if let Some(shown) = s.default_shown() {
+            assert_eq!(default, shown, "README.md: the default of {}", s.long());
+        }
+    }
 }
