@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod k8s;
 pub mod logging;
 pub mod model;
+pub mod pace;
 pub mod runtime;
 pub mod settings;
 pub mod snapshot;

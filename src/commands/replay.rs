@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
@@ -16,7 +17,9 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::exporter::families::families;
 use crate::exporter::http::VERSION;
-use crate::model::GpuIdentity;
+use crate::model::{GpuIdentity, Time};
+use crate::pace::{drive, Stop, Ticks};
+use crate::runtime::fold;
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
 use crate::source::replay::{Failure, ReplaySource};
@@ -57,25 +60,36 @@ pub fn run_timeline(
     while t + step <= first {
         t += step;
     }
-    while source.next_time().is_some() {
-        while (second as f64) < t {
-            at_second(second, &snapshot, &counters)?;
+    let mut result = Ok(());
+    drive(source, &mut Grid { t, step }, &Stop::default(), |obs| {
+        while (second as f64) < obs.t {
+            if let Err(e) = at_second(second, &snapshot, &counters) {
+                result = Err(e);
+                return ControlFlow::Break(());
+            }
             second += 1;
         }
-        let obs = source.sample(t);
-        for g in &obs.gpus {
-            counters.record_errors(g.id.index, &g.errors);
-        }
-        engine.observe(&obs);
-        counters.record_sample(0.0);
-        counters.tracked_processes.store(
-            engine.tracked_processes() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        fold(&mut engine, &counters, &obs);
         snapshot = engine.current();
-        t += step;
-    }
+        ControlFlow::Continue(())
+    });
+    result?;
     at_second(second, &snapshot, &counters)
+}
+
+/// A live exporter's ticks over a trace: every `step` from `t` while items remain.
+struct Grid {
+    t: Time,
+    step: f64,
+}
+
+impl Ticks for Grid {
+    fn next(&mut self, next_item: Option<Time>, _: &Stop) -> Option<Time> {
+        next_item?;
+        let t = self.t;
+        self.t += self.step;
+        Some(t)
+    }
 }
 
 /// NVML's view of a GPU at one second: used (reserve included), free, total bytes.

@@ -8,8 +8,9 @@ use crate::config::{parse_listen_address, Config};
 use crate::exporter::http::{self, WebState};
 use crate::ingest::server::{self as ingest, IngestState, SocketGuard};
 use crate::k8s::pods::KubeResolver;
+use crate::pace::Stop;
 use crate::runtime::live::{source_clock, spawn_sampler, Shared};
-use crate::source::{self, Source, Stop};
+use crate::source::{self, Source};
 
 async fn shutdown_signal(stop: Arc<Stop>) {
     use tokio::signal::unix::{signal, SignalKind};

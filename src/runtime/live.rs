@@ -10,7 +10,8 @@ use crate::config::{Config, SourceSpec};
 use crate::engine::Engine;
 use crate::k8s::pods::KubeResolver;
 use crate::model::{Observation, Time};
-use crate::source::{Pace, Source, Stop};
+use crate::pace::{Pace, Stop};
+use crate::source::Source;
 
 pub fn unix_now() -> Time {
     SystemTime::now()
@@ -58,23 +59,7 @@ impl Shared {
 
     /// Fold a sample into the engine.
     pub fn record(&self, obs: Observation) {
-        for g in &obs.gpus {
-            self.counters.record_errors(g.id.index, &g.errors);
-        }
-        if obs.reinitialised {
-            self.counters.nvml_reinit.fetch_add(1, Ordering::Relaxed);
-        }
-        self.counters
-            .nvml_reader_restarts
-            .fetch_add(obs.reader_restarts.into(), Ordering::Relaxed);
-        {
-            let mut e = lock(&self.engine);
-            e.observe(&obs);
-            self.counters
-                .tracked_processes
-                .store(e.tracked_processes() as u64, Ordering::Relaxed);
-        }
-        self.counters.record_sample(obs.duration_seconds);
+        super::fold(&mut lock(&self.engine), &self.counters, &obs);
         self.ready.store(true, Ordering::Release);
     }
 

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::live::unix_now;
+use super::telemetry::Counters;
 use crate::config::{Config, SourceSpec};
 use crate::engine::Engine;
 use crate::model::{Observation, Time};
+use crate::pace::{drive, Stop, Ticks, Wall};
 use crate::snapshot::Snapshot;
-use crate::source::{self, Reports, Schedule, Source, Stop};
+use crate::source::{self, Reports, Source};
 
 /// A bad flag: reported with the flag's name, exit status 2, before any sampling.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +119,6 @@ pub struct Sampler {
     /// samples (replay, only when asked for).
     interval: Duration,
     replay_interval: Option<f64>,
-    gpus: Option<Vec<u32>>,
-    pending: Option<Observation>,
     /// Ctrl-C (SIGINT) and SIGTERM end the run early; the report is still written.
     stop: Arc<Stop>,
 }
@@ -141,15 +141,12 @@ impl Sampler {
                 e
             }
         })?;
-        let gpus = source.gpu_indices();
         Ok(Sampler {
             engine: Engine::new(cfg, source.kind()),
             source,
             replay,
             interval: interval.unwrap_or(cfg.sample_interval),
             replay_interval: interval.map(|d| d.as_secs_f64()),
-            gpus,
-            pending: None,
             stop: Stop::on_signals()?,
         })
     }
@@ -162,20 +159,13 @@ impl Sampler {
         self.interval
     }
 
-    /// The GPU indices the source has; NVML is asked with one sample, which the run then uses.
-    pub fn gpu_indices(&mut self) -> Vec<u32> {
-        if let Some(g) = &self.gpus {
-            return g.clone();
-        }
-        let obs = self.source.sample(unix_now());
-        let ids: Vec<u32> = obs.gpus.iter().map(|g| g.id.index).collect();
-        self.pending = Some(obs);
-        self.gpus = Some(ids.clone());
-        ids
+    /// The GPU indices the source has.
+    pub fn gpu_indices(&self) -> Vec<u32> {
+        self.source.gpu_indices()
     }
 
     /// Every index in `--devices` must be a GPU the source has.
-    pub fn check_devices(&mut self, devices: &[u32]) -> anyhow::Result<()> {
+    pub fn check_devices(&self, devices: &[u32]) -> anyhow::Result<()> {
         if devices.is_empty() {
             return Ok(());
         }
@@ -210,91 +200,84 @@ impl Sampler {
         let mut progress = progress_label.map(|l| Progress::new(l, limit));
         let mut end = RunEnd::default();
         let mut start: Option<Time> = None;
-        if self.replay {
-            let mut last_t: Option<Time> = None;
-            loop {
-                if self.stop.is_set() {
-                    end.interrupted = true;
-                    break;
-                }
-                let Some(next) = self.source.next_time() else {
-                    end.trace_ended = true;
-                    break;
+        let started = Instant::now();
+        let mut items = Items {
+            interval: self.replay_interval,
+            limit,
+            start: None,
+            last: None,
+            ended: false,
+        };
+        let mut wall = Wall::new(
+            self.interval,
+            Arc::new(unix_now),
+            limit.map(|d| started + Duration::from_secs_f64(d)),
+        );
+        let ticks: &mut dyn Ticks = if self.replay { &mut items } else { &mut wall };
+        let (engine, counters, replay) = (&mut self.engine, Counters::default(), self.replay);
+        drive(&mut *self.source, ticks, &self.stop, |obs| {
+            let s = *start.get_or_insert(obs.t);
+            super::fold(engine, &counters, &obs);
+            let snap = engine.current();
+            end.samples += 1;
+            end.covered = obs.t - s;
+            let flow = f(&Tick {
+                t: obs.t - s,
+                obs: &obs,
+                snap: &snap,
+            });
+            if let Some(p) = progress.as_mut() {
+                let done = if replay {
+                    obs.t - s
+                } else {
+                    started.elapsed().as_secs_f64()
                 };
-                let s = *start.get_or_insert(next);
-                if limit.is_some_and(|d| next - s > d + 1e-9) {
-                    break;
-                }
-                // With --interval, fold the items of each interval into one sample.
-                let t = match (self.replay_interval, last_t) {
-                    (Some(i), Some(l)) if next < l + i => {
-                        let target = l + i;
-                        let target = limit.map(|d| target.min(s + d)).unwrap_or(target);
-                        target.max(next)
-                    }
-                    _ => next,
-                };
-                let obs = self.source.sample(t);
-                last_t = Some(t);
-                self.engine.observe(&obs);
-                let snap = self.engine.current();
-                end.samples += 1;
-                end.covered = t - s;
-                let flow = f(&Tick {
-                    t: t - s,
-                    obs: &obs,
-                    snap: &snap,
-                });
-                if let Some(p) = progress.as_mut() {
-                    p.update(t - s, end.samples);
-                }
-                if flow.is_break() {
-                    break;
-                }
+                p.update(done, end.samples);
             }
-        } else {
-            let started = Instant::now();
-            let deadline = limit.map(|d| started + Duration::from_secs_f64(d));
-            let mut schedule = Schedule::new(self.interval);
-            loop {
-                if self.stop.is_set() {
-                    end.interrupted = true;
-                    break;
-                }
-                let obs = match self.pending.take() {
-                    Some(o) => o,
-                    None => self.source.sample(unix_now()),
-                };
-                let s = *start.get_or_insert(obs.t);
-                self.engine.observe(&obs);
-                let snap = self.engine.current();
-                end.samples += 1;
-                end.covered = obs.t - s;
-                let flow = f(&Tick {
-                    t: obs.t - s,
-                    obs: &obs,
-                    snap: &snap,
-                });
-                if let Some(p) = progress.as_mut() {
-                    p.update(started.elapsed().as_secs_f64(), end.samples);
-                }
-                if flow.is_break() {
-                    break;
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
-                let next = schedule.advance();
-                let wake = match deadline {
-                    Some(d) => next.min(d),
-                    None => next,
-                };
-                self.stop.wait_until(wake);
-            }
-        }
+            flow
+        });
+        end.interrupted = self.stop.is_set();
+        end.trace_ended = items.ended;
         if let Some(p) = progress.as_mut() {
             p.finish();
         }
         end
+    }
+}
+
+/// A replay's ticks for the report commands: every recorded item, or with `interval` the items
+/// of each interval folded into one sample, up to `limit` seconds of trace time.
+struct Items {
+    interval: Option<f64>,
+    limit: Option<f64>,
+    start: Option<Time>,
+    last: Option<Time>,
+    /// The trace ran out.
+    ended: bool,
+}
+
+impl Ticks for Items {
+    fn next(&mut self, next_item: Option<Time>, stop: &Stop) -> Option<Time> {
+        if stop.is_set() {
+            return None;
+        }
+        let Some(next) = next_item else {
+            self.ended = true;
+            return None;
+        };
+        let s = *self.start.get_or_insert(next);
+        if self.limit.is_some_and(|d| next - s > d + 1e-9) {
+            return None;
+        }
+        let t = match (self.interval, self.last) {
+            (Some(i), Some(l)) if next < l + i => {
+                let target = l + i;
+                let target = self.limit.map(|d| target.min(s + d)).unwrap_or(target);
+                target.max(next)
+            }
+            _ => next,
+        };
+        self.last = Some(t);
+        Some(t)
     }
 }

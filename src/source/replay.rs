@@ -436,8 +436,8 @@ impl Source for ReplaySource {
         "replay"
     }
 
-    fn gpu_indices(&self) -> Option<Vec<u32>> {
-        Some(self.gpus.iter().map(|g| g.id.index).collect())
+    fn gpu_indices(&self) -> Vec<u32> {
+        self.gpus.iter().map(|g| g.id.index).collect()
     }
 
     fn sample(&mut self, t: Time) -> Observation {

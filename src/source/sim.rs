@@ -368,8 +368,8 @@ impl Source for SimSource {
         "sim"
     }
 
-    fn gpu_indices(&self) -> Option<Vec<u32>> {
-        Some((0..self.cfg.gpus.len() as u32).collect())
+    fn gpu_indices(&self) -> Vec<u32> {
+        (0..self.cfg.gpus.len() as u32).collect()
     }
 
     fn sample(&mut self, t: Time) -> Observation {

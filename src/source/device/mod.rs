@@ -35,11 +35,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{unpoisoned, Pace, Schedule, Source, Stop};
+use super::Source;
 use crate::config::NvmlConfig;
 use crate::model::{
     DeviceMemory, ErrorKind, GpuIdentity, GpuReading, Observation, ProcessReading, Time,
 };
+use crate::pace::{unpoisoned, Pace, Schedule, Stop};
 
 /// The calls the sampler needs. NVML implements it; tests implement it with scripted faults.
 pub trait Backend: Send + Sync + 'static {
@@ -657,6 +658,15 @@ impl<B: Backend> Source for DeviceSource<B> {
         "nvml"
     }
 
+    fn gpu_indices(&self) -> Vec<u32> {
+        self.core
+            .state()
+            .identities
+            .iter()
+            .map(|g| g.index)
+            .collect()
+    }
+
     fn sample(&mut self, t: Time) -> Observation {
         // Both channels stay open while `self` holds their other ends (for the readers that
         // take over), so sending cannot fail and waiting can only time out.
@@ -686,7 +696,7 @@ impl<B: Backend> Source for DeviceSource<B> {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 tracing::warn!(error = %e, "no timer for the NVML watchdog; sampling through a second thread");
-                return super::run_plain(&mut *self, pace);
+                return pace.run_plain(&mut *self);
             }
         };
         let core = Arc::clone(&self.core);
