@@ -45,6 +45,8 @@ struct Script {
     /// The process list of a GPU fails with this kind.
     procs_fail: Mutex<HashMap<u32, ErrorKind>>,
     inits: AtomicU32,
+    /// Calls of `memory` per GPU.
+    memory_calls: Mutex<HashMap<u32, u32>>,
 }
 
 struct Scripted(Arc<Script>);
@@ -68,6 +70,13 @@ impl Backend for Scripted {
         })
     }
     fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
+        *self
+            .0
+            .memory_calls
+            .lock()
+            .unwrap()
+            .entry(index)
+            .or_default() += 1;
         let until = Instant::now() + Duration::from_secs(10);
         while self.0.hung.lock().unwrap().contains(&index) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
@@ -234,8 +243,9 @@ fn a_hung_call_times_out_the_others_go_on_and_it_recovers() {
     rig.script.hung.lock().unwrap().insert(2);
     let started = Instant::now();
     let m = rig.step();
+    // The hung call blocks for 10 s; the deadline is 100 ms.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(5),
         "the sample waited for the hung GPU: {:?}",
         started.elapsed()
     );
@@ -243,10 +253,12 @@ fn a_hung_call_times_out_the_others_go_on_and_it_recovers() {
     assert_eq!(errors(&m, 2, "timeout"), 1.0);
     assert_eq!(up(&m, 0), Some(1.0));
     assert_eq!(up(&m, 1), Some(1.0));
-    // Still hung: reported down at once, without waiting again.
-    let started = Instant::now();
+    // Still hung: reported down without being called again.
+    let script = Arc::clone(&rig.script);
+    let calls = |gpu| script.memory_calls.lock().unwrap()[&gpu];
+    let before = calls(2);
     let m = rig.step();
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(calls(2), before, "a stuck GPU was called again");
     assert_eq!(up(&m, 2), Some(0.0));
     assert_eq!(errors(&m, 2, "timeout"), 2.0);
     assert_eq!(up(&m, 1), Some(1.0));
@@ -587,7 +599,7 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
     let sent = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
 
-    // Scrapes all through the flood: every one must succeed within 2 s.
+    // Scrapes all through the flood: every one must be answered (within 10 s).
     let scraper = {
         let stop = Arc::clone(&stop);
         let port = ex.port;
@@ -596,11 +608,12 @@ fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
             let mut worst = Duration::ZERO;
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let (status, body) = http_get(port, "/metrics", Duration::from_secs(2))
+                let (status, body) = http_get(port, "/metrics", Duration::from_secs(10))
                     .unwrap_or_else(|e| panic!("scrape {n} failed during the flood: {e}"));
                 let took = t.elapsed();
                 assert_eq!(status, 200);
-                assert!(took < Duration::from_secs(2), "scrape {n} took {took:?}");
+                // Starved, not slow: a bound far above a loaded machine's scrape.
+                assert!(took < Duration::from_secs(10), "scrape {n} took {took:?}");
                 assert!(String::from_utf8_lossy(&body).contains("gpumem_ingest_rejected_total"));
                 worst = worst.max(took);
                 n += 1;
@@ -801,7 +814,7 @@ enum Outcome {
 
 /// A scrape with the whole response read: complete (its framing is whole and the body ends
 /// with the last family) or no response at all. Anything else fails the test.
-fn scrape_outcome(port: u16, read_delay: Duration) -> Outcome {
+fn scrape_outcome(port: u16, before_reading: impl FnOnce()) -> Outcome {
     let Ok(s) = TcpStream::connect(("127.0.0.1", port)) else {
         return Outcome::NoResponse;
     };
@@ -812,7 +825,7 @@ fn scrape_outcome(port: u16, read_delay: Duration) -> Outcome {
     {
         return Outcome::NoResponse;
     }
-    std::thread::sleep(read_delay);
+    before_reading();
     let mut raw = Vec::new();
     let _ = (&s).read_to_end(&mut raw);
     if raw.is_empty() {
@@ -855,19 +868,29 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
 
     let valid_body: &'static str = Box::leak(valid(&sim_uuid(ex.port)).into_boxed_str());
     let stop = Arc::new(AtomicBool::new(false));
-    // A slow reader: request sent, response held up in the socket when SIGTERM arrives.
+    // A slow reader: request sent, response held up in the socket until SIGTERM has been sent.
+    let (signalled, on_signal) = std::sync::mpsc::channel::<()>();
     let slow = {
         let port = ex.port;
-        std::thread::spawn(move || scrape_outcome(port, Duration::from_millis(1500)))
+        std::thread::spawn(move || {
+            scrape_outcome(port, || {
+                let _ = on_signal.recv();
+            })
+        })
     };
+    // What the load has done so far: whole scrapes, and reports over each transport.
+    let progress: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     // Scrapes in a loop, racing with the shutdown.
     let scrapers: Vec<_> = (0..3)
         .map(|_| {
-            let (stop, port) = (Arc::clone(&stop), ex.port);
+            let (stop, port, progress) = (Arc::clone(&stop), ex.port, Arc::clone(&progress));
             std::thread::spawn(move || {
                 let mut seen = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let o = scrape_outcome(port, Duration::ZERO);
+                    let o = scrape_outcome(port, || {});
+                    if o == Outcome::Complete {
+                        progress[0].fetch_add(1, Ordering::Relaxed);
+                    }
                     let none = o == Outcome::NoResponse;
                     seen.push(o);
                     if none {
@@ -882,6 +905,7 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
     let ingest: Vec<_> = (0..2)
         .map(|w| {
             let (stop, socket, port) = (Arc::clone(&stop), ex.socket.clone(), ex.ingest_port);
+            let progress = Arc::clone(&progress);
             std::thread::spawn(move || {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
@@ -907,14 +931,27 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
                         }
                     }
                     n += 1;
+                    progress[1 + w].fetch_add(1, Ordering::Relaxed);
                 }
                 n
             })
         })
         .collect();
 
-    std::thread::sleep(Duration::from_millis(700));
+    // Signalled under load: once scrapes have completed and reports gone over both transports.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while progress[0].load(Ordering::Relaxed) < 3
+        || progress[1].load(Ordering::Relaxed) < 3
+        || progress[2].load(Ordering::Relaxed) < 3
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no load after 60 s: {progress:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     unsafe { libc::kill(ex.child.id() as i32, libc::SIGTERM) };
+    let _ = signalled.send(());
     let mut ex = ex;
     let status = wait_exit(&mut ex.child, Duration::from_secs(20));
     stop.store(true, Ordering::Relaxed);
@@ -958,11 +995,31 @@ fn scrapers_that_stop_reading_are_dropped_and_others_still_get_whole_answers() {
             s
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // They hold every encoder once that many have an answer coming in.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answered = stalled
+            .iter()
+            .filter(|s| {
+                s.set_nonblocking(true).unwrap();
+                let got = s.peek(&mut [0u8; 1]).is_ok_and(|n| n > 0);
+                s.set_nonblocking(false).unwrap();
+                got
+            })
+            .count();
+        if answered >= gpumem_exporter::exporter::http::MAX_CONCURRENT_SCRAPES {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{answered} stalled scrapes answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // A scrape behind them is answered, whole, once the stalled ones are given up on.
     let started = Instant::now();
     assert_eq!(
-        scrape_outcome(ex.port, Duration::ZERO),
+        scrape_outcome(ex.port, || {}),
         Outcome::Complete,
         "a scrape behind stalled ones"
     );

@@ -236,10 +236,21 @@ fn forge_ooms(e: &Exporter) -> (String, String, String) {
         );
         assert_eq!(status, 202, "{body}");
         last = body;
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // Each report before its own analysis, as a client's reports a second apart are.
+        samples_after(e, 1);
     }
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    (uuid, e.metrics(), last)
+    // The analysis runs once per history resolution (1 s, ten samples at 100 ms): after eleven
+    // samples, whatever the reports could do, they have done.
+    (uuid, samples_after(e, 11), last)
+}
+
+/// The metrics once `n` more samples have been taken.
+fn samples_after(e: &Exporter, n: u32) -> String {
+    let samples = |m: &str| sample_value(m, "gpumem_exporter_samples_total", &[]).unwrap_or(0.0);
+    let from = samples(&e.metrics());
+    e.wait_metrics("samples after the reports", |m| {
+        samples(m) >= from + f64::from(n)
+    })
 }
 
 const IDLE_GPU: &str = "sim:\n  gpus:\n    - scenario: idle\n";

@@ -116,9 +116,17 @@ fn a_hung_gpu_is_down_and_the_others_go_on() {
     let o = src.sample(2.0);
     assert!(!o.gpus[1].is_up());
     s.hang.lock().unwrap().clear();
-    std::thread::sleep(Duration::from_millis(400));
-    let o = src.sample(3.0);
-    assert!(o.gpus[1].is_up(), "recovers once it answers again");
+    // Down while the stuck call lasts (300 ms), up at the first sample after it came back.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut t = 3.0;
+    while !src.sample(t).gpus[1].is_up() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "recovers once it answers again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        t += 1.0;
+    }
 }
 
 #[test]
