@@ -74,7 +74,6 @@ fn trace_reader(data: &[u8]) -> bool {
     };
     let mut src = ReplaySource::from_traces(vec![trace]);
     let _ = src.duration();
-    let _ = src.start_time();
     let mut steps = 0;
     while let Some(t) = src.next_time() {
         let _ = src.sample(t);

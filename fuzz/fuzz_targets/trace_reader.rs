@@ -11,7 +11,6 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut src = ReplaySource::from_traces(vec![trace]);
     let _ = src.duration();
-    let _ = src.start_time();
     let mut steps = 0;
     while let Some(t) = src.next_time() {
         let _ = src.sample(t);

@@ -106,16 +106,6 @@ pub fn theil_sen_interval(points: &[(f64, f64)], alpha: Option<f64>) -> Option<(
     ))
 }
 
-/// One-sided lower confidence bound of the Theil–Sen slope at level `1 − alpha`, from the
-/// order statistics of the pairwise slopes and the variance of Kendall's S (Sen 1968;
-/// Gilbert 1987, ch. 16). "The slope exceeds x with confidence" is then `bound > x`.
-pub fn sen_slope_lower_bound(points: &[(f64, f64)], alpha: f64) -> Option<f64> {
-    if points.len() < 3 {
-        return None;
-    }
-    theil_sen_bounded(points, Some(alpha)).map(|(_, lower)| lower)
-}
-
 /// The rank (0-based, among the `m` pairwise slopes of `n` points) of the lower bound at level
 /// `1 − alpha`; None where there are too few points for a bound at this level.
 fn lower_bound_rank(m: usize, n: usize, alpha: f64) -> Option<usize> {
@@ -264,24 +254,6 @@ mod tests {
     fn quantile_inverts_the_cdf() {
         assert!((normal_quantile(0.99) - 2.326_348).abs() < 1e-5);
         assert!((normal_quantile(0.5)).abs() < 1e-6);
-    }
-
-    #[test]
-    fn sen_bound_is_below_the_slope_and_tightens_with_data() {
-        let noisy = |n: usize| -> Vec<(f64, f64)> {
-            (0..n)
-                .map(|i| {
-                    (
-                        i as f64,
-                        3.0 * i as f64 + if i % 2 == 0 { 5.0 } else { -5.0 },
-                    )
-                })
-                .collect()
-        };
-        let few = sen_slope_lower_bound(&noisy(8), 0.01).unwrap();
-        let many = sen_slope_lower_bound(&noisy(60), 0.01).unwrap();
-        assert!(few < many && many <= 3.0 + 1e-9, "{few} {many}");
-        assert!(many > 2.5);
     }
 
     #[test]

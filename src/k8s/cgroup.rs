@@ -37,22 +37,6 @@ pub struct PodRef {
     /// The runtime's container ID (64 lowercase hex), when the process is inside
     /// a container's cgroup and not only the pod's.
     pub container_id: Option<String>,
-    /// The runtime, when the cgroup name tells it, spelled as in a pod status's
-    /// `containerID` scheme: `containerd`, `cri-o` or `docker`. The cgroupfs
-    /// layout names only the ID, so it is `None` there.
-    pub runtime: Option<String>,
-}
-
-impl PodRef {
-    /// The container ID as `status.containerStatuses[].containerID` writes it
-    /// (`containerd://<id>`), when both the runtime and the ID are known.
-    #[must_use]
-    pub fn status_container_id(&self) -> Option<String> {
-        match (&self.runtime, &self.container_id) {
-            (Some(runtime), Some(id)) => Some(format!("{runtime}://{id}")),
-            _ => None,
-        }
-    }
 }
 
 /// The most bytes [`read_pod_ref`] reads from a cgroup file. Real files are a
@@ -102,11 +86,9 @@ pub fn parse_cgroup_path(path: &str) -> Option<PodRef> {
             }
         });
         if let Some(pod_uid) = uid {
-            let (container_id, runtime) = container_after_pod(&segments[index + 1..]);
             return Some(PodRef {
                 pod_uid,
-                container_id,
-                runtime,
+                container_id: container_after_pod(&segments[index + 1..]),
             });
         }
         if *segment == "kubepods" || *segment == ".." {
@@ -172,47 +154,42 @@ fn is_pod_uid(uid: &str) -> bool {
     }
 }
 
-/// The container below the pod's cgroup: its ID and, when the name says, its
-/// runtime. Only the first container-looking segment counts; deeper cgroups a
-/// container creates for itself (or a Docker-in-Docker daemon's `docker/<id>`)
-/// do not change which pod container the process belongs to.
-fn container_after_pod(rest: &[&str]) -> (Option<String>, Option<String>) {
-    let Some(first) = rest.first() else {
-        return (None, None);
-    };
-    if let Some((id, runtime)) = container_segment(first) {
-        return (Some(id.to_string()), runtime.map(str::to_string));
+/// The container below the pod's cgroup: its ID. Only the first container-looking
+/// segment counts; deeper cgroups a container creates for itself (or a
+/// Docker-in-Docker daemon's `docker/<id>`) do not change which pod container the
+/// process belongs to.
+fn container_after_pod(rest: &[&str]) -> Option<String> {
+    let first = rest.first()?;
+    if let Some(id) = container_segment(first) {
+        return Some(id.to_string());
     }
     // A `docker` parent between the pod and the container ID.
     if *first == "docker" {
-        if let Some(id) = rest.get(1).filter(|s| is_container_id(s)) {
-            return (Some(id.to_string()), Some("docker".to_string()));
-        }
+        return rest
+            .get(1)
+            .filter(|s| is_container_id(s))
+            .map(|id| id.to_string());
     }
-    (None, None)
+    None
 }
 
-/// Runtimes' scope names under the systemd driver, with the runtime each means.
-const SCOPE_PREFIXES: [(&str, &str); 3] = [
-    ("cri-containerd-", "containerd"),
-    ("crio-", "cri-o"),
-    ("docker-", "docker"),
-];
+/// Runtimes' scope names under the systemd driver: containerd, CRI-O, Docker.
+const SCOPE_PREFIXES: [&str; 3] = ["cri-containerd-", "crio-", "docker-"];
 
-fn container_segment(segment: &str) -> Option<(&str, Option<&'static str>)> {
+fn container_segment(segment: &str) -> Option<&str> {
     if let Some(name) = segment.strip_suffix(".scope") {
         // CRI-O's per-container monitor process: in the pod, in no container.
         if name.starts_with("crio-conmon-") {
             return None;
         }
-        for (prefix, runtime) in SCOPE_PREFIXES {
+        for prefix in SCOPE_PREFIXES {
             if let Some(id) = name.strip_prefix(prefix) {
-                return is_container_id(id).then_some((id, Some(runtime)));
+                return is_container_id(id).then_some(id);
             }
         }
         return None;
     }
-    is_container_id(segment).then_some((segment, None))
+    is_container_id(segment).then_some(segment)
 }
 
 /// Container IDs of containerd, CRI-O and Docker: 64 lowercase hex digits.
@@ -230,11 +207,10 @@ mod tests {
     const CID: &str = "4a1f5c2e9b7d3e8f0a6c4b2d1e9f7a5c3b8d6e4f2a0c9b7d5e3f1a8c6b4d2e0f";
     const NODE_CID: &str = "e2c9d71b5a3f48c6b0d4e8a2f6c1b9d3e7a5f0c8b2d6e4a1f9c3b7d5e0a8f2c4";
 
-    fn pod(container: Option<&str>, runtime: Option<&str>) -> Option<PodRef> {
+    fn pod(container: Option<&str>) -> Option<PodRef> {
         Some(PodRef {
             pod_uid: UID.to_string(),
             container_id: container.map(str::to_string),
-            runtime: runtime.map(str::to_string),
         })
     }
 
@@ -251,12 +227,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope\n"
         );
-        let found = parse_cgroup(&file);
-        assert_eq!(found, pod(Some(CID), Some("containerd")));
-        assert_eq!(
-            found.unwrap().status_container_id().as_deref(),
-            Some(format!("containerd://{CID}").as_str())
-        );
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -264,7 +235,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -272,9 +243,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_SYSTEMD}.slice/crio-{CID}.scope\n"
         );
-        let found = parse_cgroup(&file).unwrap();
-        assert_eq!(found, pod(Some(CID), Some("cri-o")).unwrap());
-        assert_eq!(found.status_container_id(), Some(format!("cri-o://{CID}")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -282,7 +251,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice/crio-conmon-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(None, None));
+        assert_eq!(parse_cgroup(&file), pod(None));
     }
 
     #[test]
@@ -290,7 +259,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice/docker-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("docker")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -301,15 +270,15 @@ mod tests {
              8:net_cls,net_prio:{p}\n7:devices:{p}\n6:cpuset:{p}\n5:blkio:{p}\n\
              4:memory:{p}\n3:cpu,cpuacct:{p}\n2:rdma:/\n1:name=systemd:{p}\n0::/\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
     fn v1_cgroupfs_besteffort_and_guaranteed() {
         let besteffort = format!("4:memory:/kubepods/besteffort/pod{UID}/{CID}\n");
-        assert_eq!(parse_cgroup(&besteffort), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&besteffort), pod(Some(CID)));
         let guaranteed = format!("4:memory:/kubepods/pod{UID}/{CID}\n");
-        assert_eq!(parse_cgroup(&guaranteed), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&guaranteed), pod(Some(CID)));
     }
 
     #[test]
@@ -322,22 +291,22 @@ mod tests {
              6:freezer:{p}\n5:net_cls,net_prio:{p}\n4:cpu,cpuacct:{p}\n3:perf_event:{p}\n\
              2:blkio:{p}\n1:name=systemd:{p}\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("cri-o")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
     fn v2_cgroupfs_driver() {
         // k3s and other distributions that keep the cgroupfs driver on cgroup v2.
         let file = format!("0::/kubepods/besteffort/pod{UID}/{CID}\n");
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
     fn pod_level_cgroup_without_container() {
         let file = format!("0::/kubepods/burstable/pod{UID}\n");
-        assert_eq!(parse_cgroup(&file), pod(None, None));
+        assert_eq!(parse_cgroup(&file), pod(None));
         let truncated = format!("0::/kubepods/burstable/pod{UID}/{}\n", &CID[..12]);
-        assert_eq!(parse_cgroup(&truncated), pod(None, None));
+        assert_eq!(parse_cgroup(&truncated), pod(None));
     }
 
     #[test]
@@ -349,7 +318,7 @@ mod tests {
              kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod{UID_SYSTEMD}.slice/\
              cri-containerd-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -359,15 +328,15 @@ mod tests {
             "9:memory:/docker/{NODE_CID}/kubepods/besteffort/pod{UID}/{CID}\n\
              1:name=systemd:/docker/{NODE_CID}/kubepods/besteffort/pod{UID}/{CID}\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
     fn docker_in_docker_sidecar_belongs_to_the_dind_container() {
         let file = format!("4:memory:/kubepods/burstable/pod{UID}/{CID}/docker/{NODE_CID}\n");
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
         let docker_parent = format!("4:memory:/kubepods/burstable/pod{UID}/docker/{CID}\n");
-        assert_eq!(parse_cgroup(&docker_parent), pod(Some(CID), Some("docker")));
+        assert_eq!(parse_cgroup(&docker_parent), pod(Some(CID)));
     }
 
     #[test]
@@ -375,7 +344,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope/init.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -384,13 +353,13 @@ mod tests {
         let same_qos = format!(
             "0::/../../kubepods-burstable-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&same_qos), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&same_qos), pod(Some(CID)));
         let other_qos = format!(
             "0::/../../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&other_qos), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&other_qos), pod(Some(CID)));
         let cgroupfs = format!("0::/../../../besteffort/pod{UID}/{CID}\n");
-        assert_eq!(parse_cgroup(&cgroupfs), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&cgroupfs), pod(Some(CID)));
     }
 
     #[test]
@@ -406,7 +375,7 @@ mod tests {
     #[test]
     fn deleted_cgroup_suffix() {
         let file = format!("0::/kubepods/burstable/pod{UID}/{CID} (deleted)\n");
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -416,7 +385,7 @@ mod tests {
              0::/\n\
              4:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_SYSTEMD}.slice/cri-containerd-{CID}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), Some("containerd")));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -455,7 +424,7 @@ mod tests {
         let file = format!(
             "garbage\nno:path\nx::/kubepods/pod{UID}/{CID}\n0::relative/pod{UID}\n0::/kubepods/pod{UID}/{CID}\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(Some(CID), None));
+        assert_eq!(parse_cgroup(&file), pod(Some(CID)));
     }
 
     #[test]
@@ -464,8 +433,7 @@ mod tests {
         let file = format!(
             "0::/kubepods.slice/kubepods-pod{UID_SYSTEMD}.slice/cri-containerd-{upper}.scope\n"
         );
-        assert_eq!(parse_cgroup(&file), pod(None, None));
-        assert_eq!(pod(None, None).unwrap().status_container_id(), None);
+        assert_eq!(parse_cgroup(&file), pod(None));
     }
 
     #[test]
@@ -485,7 +453,7 @@ mod tests {
         let found = read_pod_ref(4242, &root);
         let missing = read_pod_ref(4243, &root);
         std::fs::remove_dir_all(&root).unwrap();
-        assert_eq!(found, pod(Some(CID), Some("containerd")));
+        assert_eq!(found, pod(Some(CID)));
         assert_eq!(missing, None);
     }
 }

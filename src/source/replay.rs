@@ -377,10 +377,6 @@ impl ReplaySource {
         }
     }
 
-    pub fn start_time(&self) -> f64 {
-        self.timeline.first().map(|x| x.0).unwrap_or(0.0).min(0.0)
-    }
-
     /// Every failed allocation in the traces, in time order.
     pub fn failures(&self) -> Vec<Failure> {
         self.timeline
