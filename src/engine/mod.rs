@@ -2,8 +2,9 @@
 //! analysis and builds snapshots. Single-threaded and clock-free; callers own locking and time.
 //!
 //! Its rooms: this one observes and keeps the books (processes, reports, trust, the table's
-//! bounds); `analyse` turns the history into each process's demand and each GPU's forecast;
-//! `view` builds the snapshots.
+//! bounds); `analyse` runs each process's leak test and demand (`analysis::demand`) and each
+//! GPU's forecast; `view` builds the snapshots from the engine's state alone (it runs under the
+//! caller's lock: pods are looked up outside it, `pods_wanted` / `attribute_pods`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

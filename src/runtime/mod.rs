@@ -1,5 +1,6 @@
 //! The runtime every face uses: the live sampler and shared state (`serve`, `top`), the
-//! stepped sampler (the report commands), and the exporter's telemetry about itself.
+//! stepped sampler (the report commands), and the exporter's telemetry about itself. Each
+//! drives its source through `pace::drive` and takes each sample in through `fold`.
 
 pub mod live;
 pub mod stepped;
