@@ -304,6 +304,44 @@ fn a_lost_gpu_is_down_while_the_other_serves_and_it_comes_back() {
 }
 
 #[test]
+fn a_gpu_nvml_gives_no_handle_for_at_start_is_down_and_the_others_are_served() {
+    let s = StandIn::build();
+    // GPU 1 is off the bus before the exporter starts: nvmlDeviceGetHandleByIndex answers
+    // NVML_ERROR_GPU_IS_LOST. The exporter must start and serve GPU 0.
+    s.write(&script("fail handle 1 15\n"));
+    let e = s.exporter();
+    let m = scrape_until(&e, "GPU 0 up with its process, GPU 1 down", |m| {
+        up(m, 0) && process_bytes(m, 0, PID).is_some() && errors(m, 1, "gpu_lost") > 0.0
+    });
+    assert_memory(&m, 0);
+    assert_eq!(
+        gauge(&m, "gpumem_device_up", 1),
+        Some(0.0),
+        "GPU 1 is shown, down:\n{m}"
+    );
+    assert_eq!(gauge(&m, "gpumem_used_bytes", 1), None, "{m}");
+    assert!(e.log().contains("no handle"), "{}", e.log());
+}
+
+#[test]
+fn a_gpu_whose_name_nvml_will_not_give_keeps_its_uuid() {
+    let s = StandIn::build();
+    s.write(&script("fail name 0 999\n"));
+    let e = s.exporter();
+    let m = scrape_until(&e, "both GPUs up with the process", all_up);
+    assert_eq!(
+        sample_value(
+            &m,
+            "gpumem_gpu_info",
+            &[("gpu", "0"), ("uuid", GPUS[0].uuid)]
+        ),
+        Some(1.0),
+        "GPU 0 under its own uuid:\n{m}"
+    );
+    assert_memory(&m, 0);
+}
+
+#[test]
 fn a_call_that_hangs_past_the_deadline_is_that_gpu_down_until_it_comes_back() {
     let s = StandIn::build();
     s.write(&script(""));

@@ -35,7 +35,9 @@ struct Installed {
 }
 
 struct Domain {
-    device: Device<'static>,
+    /// The handle, or why NVML would not give one (a GPU off the bus): that GPU is down, with
+    /// this kind, until NVML is initialised again; the others are read as ever.
+    device: Result<Device<'static>, ErrorKind>,
     parent: u32,
     pci_bus_id: String,
     mig: Option<MigInstance>,
@@ -73,7 +75,7 @@ fn domains_of(nvml: &'static Nvml, index: u32) -> Result<Vec<Domain>, NvmlError>
             let profile = mig_profile(&m.name().unwrap_or_default());
             let gpu_instance = gpu_instance_id(nvml, &m).unwrap_or(slot);
             out.push(Domain {
-                device: m,
+                device: Ok(m),
                 parent: index,
                 pci_bus_id: pci_bus_id.clone(),
                 mig: Some(MigInstance {
@@ -85,11 +87,21 @@ fn domains_of(nvml: &'static Nvml, index: u32) -> Result<Vec<Domain>, NvmlError>
         return Ok(out);
     }
     Ok(vec![Domain {
-        device: d,
+        device: Ok(d),
         parent: index,
         pci_bus_id,
         mig: None,
     }])
+}
+
+/// GPU `index` when NVML gives no handle for it: one domain, down with the handle's error.
+fn unreachable(index: u32, e: &NvmlError) -> Domain {
+    Domain {
+        device: Err(kind(e)),
+        parent: index,
+        pci_bus_id: String::new(),
+        mig: None,
+    }
 }
 
 fn kind(e: &NvmlError) -> ErrorKind {
@@ -159,7 +171,14 @@ impl NvmlBackend {
         let parents = nvml.device_count().map_err(|e| kind(&e))?;
         let mut domains = Vec::new();
         for i in 0..parents {
-            domains.extend(domains_of(nvml, i).map_err(|e| kind(&e))?);
+            // One GPU that NVML cannot reach must not cost the others their metrics.
+            match domains_of(nvml, i) {
+                Ok(d) => domains.extend(d),
+                Err(e) => {
+                    tracing::warn!(gpu = i, error = %e, "NVML gives no handle for this GPU: it is reported down");
+                    domains.push(unreachable(i, &e));
+                }
+            }
         }
         let count = domains.len() as u32;
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Installed {
@@ -177,14 +196,15 @@ impl NvmlBackend {
     fn with<T>(
         &self,
         index: u32,
-        f: impl FnOnce(&Domain) -> Result<T, NvmlError>,
+        f: impl FnOnce(&Device<'static>, &Domain) -> Result<T, NvmlError>,
     ) -> Result<T, ErrorKind> {
         let installed = self.installed().ok_or(ErrorKind::Driver)?;
         let d = installed
             .domains
             .get(index as usize)
             .ok_or(ErrorKind::GpuLost)?;
-        f(d).map_err(|e| kind(&e))
+        let device = d.device.as_ref().map_err(|k| *k)?;
+        f(device, d).map_err(|e| kind(&e))
     }
 }
 
@@ -193,7 +213,8 @@ impl Backend for NvmlBackend {
         if let Some(i) = self.installed() {
             // First call after `open`: reuse what open() installed.
             if let Ok(n) = i.nvml.device_count() {
-                if n == i.parents && i.domains.iter().all(|d| d.device.memory_info().is_ok()) {
+                let answers = |d: &Domain| d.device.as_ref().is_ok_and(|h| h.memory_info().is_ok());
+                if n == i.parents && i.domains.iter().all(answers) {
                     return Ok(i.domains.len() as u32);
                 }
             }
@@ -203,11 +224,12 @@ impl Backend for NvmlBackend {
     }
 
     fn identity(&self, index: u32) -> Result<GpuIdentity, ErrorKind> {
-        self.with(index, |d| {
+        self.with(index, |device, d| {
             Ok(GpuIdentity {
                 index: d.parent,
-                uuid: d.device.uuid()?,
-                name: d.device.name()?,
+                uuid: device.uuid()?,
+                // The uuid names the GPU; a name NVML will not give is no reason to lose it.
+                name: device.name().unwrap_or_default(),
                 pci_bus_id: d.pci_bus_id.clone(),
                 mig: d.mig.clone(),
             })
@@ -215,9 +237,9 @@ impl Backend for NvmlBackend {
     }
 
     fn memory(&self, index: u32) -> Result<DeviceMemory, ErrorKind> {
-        self.with(index, |d| {
+        self.with(index, |device, _| {
             // nvml-wrapper's memory_info is nvmlDeviceGetMemoryInfo_v2: used excludes reserved.
-            let m = d.device.memory_info()?;
+            let m = device.memory_info()?;
             Ok(DeviceMemory {
                 total: m.total,
                 reserved: m.reserved,
@@ -228,11 +250,11 @@ impl Backend for NvmlBackend {
     }
 
     fn processes(&self, index: u32) -> Result<Vec<(u32, u64)>, ErrorKind> {
-        self.with(index, |d| {
+        self.with(index, |device, _| {
             let mut out: Vec<(u32, u64)> = Vec::new();
-            let compute = d.device.running_compute_processes()?;
+            let compute = device.running_compute_processes()?;
             // Graphics processes are not supported on every part (compute-only boards).
-            let graphics = d.device.running_graphics_processes().unwrap_or_default();
+            let graphics = device.running_graphics_processes().unwrap_or_default();
             for p in compute.into_iter().chain(graphics) {
                 let used = match p.used_gpu_memory {
                     UsedGpuMemory::Used(b) => b,
