@@ -192,7 +192,8 @@ pub struct IngestConfig {
     pub socket: PathBuf,
     /// Octal permission bits of the socket file.
     pub socket_mode: String,
-    /// Plain-HTTP ingest on TCP, off when empty. Loopback only unless `allow_remote`.
+    /// Plain-HTTP ingest on TCP, or `off` (the default; empty is off too). Loopback only unless
+    /// `allow_remote`.
     pub listen_address: String,
     pub allow_remote: bool,
     pub max_body_bytes: usize,
@@ -374,12 +375,19 @@ impl Default for RiskConfig {
     }
 }
 
+impl IngestConfig {
+    /// The TCP ingest address, `None` when TCP ingest is off.
+    pub fn tcp_address(&self) -> Option<&str> {
+        Some(self.listen_address.as_str()).filter(|a| !a.is_empty() && *a != "off")
+    }
+}
+
 impl Default for IngestConfig {
     fn default() -> Self {
         IngestConfig {
             socket: PathBuf::from("/run/gpumem/ingest.sock"),
             socket_mode: "0666".into(),
-            listen_address: String::new(),
+            listen_address: "off".into(),
             allow_remote: false,
             max_body_bytes: 1 << 20,
             expire_after: Duration::from_secs(30),
@@ -672,9 +680,8 @@ impl Config {
                 ),
             ));
         }
-        if !self.ingest.listen_address.is_empty() {
-            let addr = parse_listen_address(&self.ingest.listen_address)
-                .map_err(|m| err("ingest.listen_address", m))?;
+        if let Some(a) = self.ingest.tcp_address() {
+            let addr = parse_listen_address(a).map_err(|m| err("ingest.listen_address", m))?;
             if !addr.ip().is_loopback() && !self.ingest.allow_remote {
                 return Err(err(
                     "ingest.listen_address",
@@ -839,6 +846,15 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().field, "ingest.listen_address");
         c.ingest.allow_remote = true;
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn tcp_ingest_is_off_when_empty_or_off() {
+        let c = Config::from_yaml("ingest:\n  listen_address: \"off\"\n").unwrap();
+        assert_eq!(c.ingest.tcp_address(), None);
+        assert_eq!(Config::default().ingest.tcp_address(), None);
+        let c = Config::from_yaml("ingest:\n  listen_address: 127.0.0.1:9\n").unwrap();
+        assert_eq!(c.ingest.tcp_address(), Some("127.0.0.1:9"));
     }
 
     #[test]

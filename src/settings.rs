@@ -244,13 +244,9 @@ pub static SETTINGS: &[Setting] = &[
         value: Value::Text,
         help: "Plain-HTTP ingest on this TCP address (loopback only unless --ingest.allow-remote)",
         scope: SERVE,
-        shown: |c| {
-            let a = &c.ingest.listen_address;
-            Some(if a.is_empty() { "off".into() } else { a.clone() })
-        },
-        // "off", as the help shows the default, is the default.
+        shown: |c| Some(c.ingest.tcp_address().unwrap_or("off").into()),
         apply: |c, v| {
-            c.ingest.listen_address = if v == "off" { String::new() } else { v.into() };
+            c.ingest.listen_address = v.into();
             Ok(())
         },
     },

@@ -340,3 +340,84 @@ fn sweep_heatmap_has_a_cell_per_configuration() {
         "cells are filled"
     );
 }
+
+/// The replay's chart draws what the verdict says: one point per second of the recording for
+/// the device's memory, the failing request and the failure, and the critical band starting
+/// where the verdict's paging starts, in both panels.
+#[test]
+fn the_replay_chart_draws_the_recording_and_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("run.svg");
+    let summary = dir.path().join("summary.json");
+    let run_dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/corpus/dev/c-batch-warmup");
+    let mut args: Vec<String> = vec!["replay".into()];
+    for e in std::fs::read_dir(&run_dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().contains(".jsonl") {
+            args.push(p.display().to_string());
+        }
+    }
+    args.extend(
+        [
+            "--chart",
+            svg.to_str().unwrap(),
+            "--summary",
+            summary.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = read_json(&summary);
+    let (start, end) = (s["start_t"].as_f64().unwrap(), s["end_t"].as_f64().unwrap());
+    let critical = s["critical_from_t"].as_f64().expect("the run pages");
+
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let words: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for want in [
+        "device used",
+        "device free",
+        "risk critical",
+        "ETA",
+        "time really left",
+    ] {
+        assert!(words.contains(&want), "no {want:?} in {words:?}");
+    }
+    assert!(
+        words.iter().any(|w| w.starts_with("failing request (")),
+        "{words:?}"
+    );
+    assert!(
+        words.iter().any(|w| w.starts_with("out of memory at ")),
+        "{words:?}"
+    );
+
+    // The device's memory: one point a second over the whole recording; it sets the scale.
+    let (_, _, lines) = polylines(&svg);
+    let used = lines.iter().max_by_key(|l| l.len()).unwrap();
+    assert_eq!(used.len() as f64, end - start + 1.0, "one point a second");
+    let px_per_s = (used[used.len() - 1].0 - used[0].0) / (end - start);
+    let x_of = |t: f64| used[0].0 + (t - start) * px_per_s;
+    // The critical bands, one per panel, start where the verdict says paging starts.
+    let red: Vec<f64> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#D62728"))
+        // A panel's height, not a legend's swatch.
+        .filter(|n| n.attribute("height").and_then(|h| h.parse::<f64>().ok()) > Some(100.0))
+        .map(|n| n.attribute("x").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(red.len(), 2, "a critical band in each panel");
+    for x in red {
+        assert!(
+            (x - x_of(critical)).abs() <= 2.0,
+            "band at {x}, paging at {}",
+            x_of(critical)
+        );
+    }
+}

@@ -69,24 +69,29 @@ if [ -d "${DEBS:-.live}" ]; then
   sleep 5
 fi
 
+# crash RUN SECONDS SCENARIO PATTERN -- JOB...: a job run to its OOM under the recorder, watched
+# live; what is left of it (processes matching PATTERN), and the replay's verdict.
+crash() {
+  local run=$1 seconds=$2 scenario=$3 pattern=$4
+  shift 5
+  timeout -s TERM "$seconds" $REC -o "$OUT/$run/run.jsonl" --grace 20 --scenario "$scenario" -- \
+    "$@" >"$OUT/$run/log" 2>&1
+  echo "recorder exit $?" >>"$OUT/$run/log"
+  sleep 20
+  left "$pattern" "$OUT/$run/left.txt"
+  verdict "$OUT/$run" "$OUT/$run"/run*.jsonl
+}
+
 if want c; then
 say "c: DDP on 2 GPUs until one rank runs out of memory, watched live"
-timeout -s TERM 200 $REC -o "$OUT/c/run.jsonl" --grace 20 --scenario ddp-oom -- \
-  torchrun --nproc-per-node 2 bench/recorder/ddp.py --grow --stage-s 20 --stages 3 >"$OUT/c/log" 2>&1
-echo "recorder exit $?" >>"$OUT/c/log"
-sleep 20
-left ddp.py "$OUT/c/left.txt"
-verdict "$OUT/c" "$OUT"/c/run*.jsonl
+crash c 200 ddp-oom ddp.py -- \
+  torchrun --nproc-per-node 2 bench/recorder/ddp.py --grow --stage-s 20 --stages 3
 fi
 
 if want d; then
 say "d: batch-size warm-up on one GPU until OOM, watched live"
-timeout -s TERM 220 $REC -o "$OUT/d/run.jsonl" --grace 20 --scenario batch-warmup -- \
-  python3 bench/crashes/workloads.py batch-warmup --growth-s 100 --stage-s 20 >"$OUT/d/log" 2>&1
-echo "recorder exit $?" >>"$OUT/d/log"
-sleep 20
-left workloads.py "$OUT/d/left.txt"
-verdict "$OUT/d" "$OUT"/d/run*.jsonl
+crash d 220 batch-warmup workloads.py -- \
+  python3 bench/crashes/workloads.py batch-warmup --growth-s 100 --stage-s 20
 fi
 say "end"
 python3 bench/recorder/compare.py "$OUT" | tee "$OUT/compare.txt"

@@ -19,8 +19,8 @@ use crate::exporter::families::families;
 use crate::exporter::http::VERSION;
 use crate::model::{GpuIdentity, Time};
 use crate::pace::{drive, Stop, Ticks};
-use crate::runtime::fold;
 use crate::runtime::telemetry::Counters;
+use crate::runtime::{fold, observe};
 use crate::snapshot::Snapshot;
 use crate::source::replay::{Failure, ReplaySource};
 use crate::source::Source;
@@ -69,7 +69,7 @@ pub fn run_timeline(
             }
             second += 1;
         }
-        fold(&mut engine, &counters, &obs);
+        fold(&counters, &obs, |o| observe(&mut engine, o));
         snapshot = engine.current();
         ControlFlow::Continue(())
     });

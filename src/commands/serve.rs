@@ -87,9 +87,9 @@ async fn serve(
             ),
         }
     }
-    if !cfg.ingest.listen_address.is_empty() {
-        let a = parse_listen_address(&cfg.ingest.listen_address)
-            .map_err(|m| anyhow::anyhow!("ingest.listen_address: {m}"))?;
+    if let Some(a) = cfg.ingest.tcp_address() {
+        let a =
+            parse_listen_address(a).map_err(|m| anyhow::anyhow!("ingest.listen_address: {m}"))?;
         let l = tokio::net::TcpListener::bind(a)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;

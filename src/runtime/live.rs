@@ -10,7 +10,7 @@ use crate::config::{Config, SourceSpec};
 use crate::engine::Engine;
 use crate::k8s::pods::KubeResolver;
 use crate::model::{Observation, Time};
-use crate::pace::{Pace, Stop};
+use crate::pace::{unpoisoned, Pace, Stop};
 use crate::source::Source;
 
 pub fn unix_now() -> Time {
@@ -59,26 +59,25 @@ impl Shared {
 
     /// Fold a sample into the engine.
     pub fn record(&self, obs: Observation) {
-        super::fold(&mut lock(&self.engine), &self.counters, &obs);
+        super::fold(&self.counters, &obs, |o| {
+            let mut engine = unpoisoned(self.engine.lock());
+            super::observe(&mut engine, o)
+        });
         self.ready.store(true, Ordering::Release);
     }
 
     /// Name the pods of processes the engine has no pod for: the cgroup reads happen here,
     /// with the engine's lock released, so that no scrape or report waits on `/proc`.
     pub fn attribute_pods(&self, pods: &mut KubeResolver) {
-        let wanted = lock(&self.engine).pods_wanted();
+        let wanted = unpoisoned(self.engine.lock()).pods_wanted();
         let found: Vec<_> = wanted
             .into_iter()
             .filter_map(|pid| pods.resolve(pid).map(|p| (pid, p)))
             .collect();
         if !found.is_empty() {
-            lock(&self.engine).attribute_pods(&found);
+            unpoisoned(self.engine.lock()).attribute_pods(&found);
         }
     }
-}
-
-fn lock(engine: &Mutex<Engine>) -> std::sync::MutexGuard<'_, Engine> {
-    engine.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The sampling loop on its own OS thread: NVML calls block, so they stay off the runtime.

@@ -12,9 +12,17 @@ use crate::engine::Engine;
 use crate::model::Observation;
 use telemetry::Counters;
 
+/// Fold into a live engine behind its lock, or one the caller owns.
+pub fn observe(engine: &mut Engine, obs: &Observation) -> usize {
+    engine.observe(obs);
+    engine.tracked_processes()
+}
+
 /// Fold one sample into the engine and the exporter's counters about itself: every runtime
-/// (live, replay, the report commands) takes a sample the same way.
-pub fn fold(engine: &mut Engine, counters: &Counters, obs: &Observation) {
+/// (live, replay, the report commands) takes a sample the same way. `observe` folds it into
+/// the engine and says how many processes the engine tracks; the counters are kept outside it,
+/// so that a live engine's lock is held for the engine's work alone.
+pub fn fold(counters: &Counters, obs: &Observation, observe: impl FnOnce(&Observation) -> usize) {
     for g in &obs.gpus {
         counters.record_errors(g.id.index, &g.errors);
     }
@@ -24,9 +32,9 @@ pub fn fold(engine: &mut Engine, counters: &Counters, obs: &Observation) {
     counters
         .nvml_reader_restarts
         .fetch_add(obs.reader_restarts.into(), Ordering::Relaxed);
-    engine.observe(obs);
+    let tracked = observe(obs);
     counters
         .tracked_processes
-        .store(engine.tracked_processes() as u64, Ordering::Relaxed);
+        .store(tracked as u64, Ordering::Relaxed);
     counters.record_sample(obs.duration_seconds);
 }

@@ -217,7 +217,7 @@ impl Sampler {
         let (engine, counters, replay) = (&mut self.engine, Counters::default(), self.replay);
         drive(&mut *self.source, ticks, &self.stop, |obs| {
             let s = *start.get_or_insert(obs.t);
-            super::fold(engine, &counters, &obs);
+            super::fold(&counters, &obs, |o| super::observe(engine, o));
             let snap = engine.current();
             end.samples += 1;
             end.covered = obs.t - s;

@@ -213,7 +213,9 @@ impl Backend for NvmlBackend {
         if let Some(i) = self.installed() {
             // First call after `open`: reuse what open() installed.
             if let Ok(n) = i.nvml.device_count() {
-                let answers = |d: &Domain| d.device.as_ref().is_ok_and(|h| h.memory_info().is_ok());
+                // A GPU without a handle has none after a second initialisation either.
+                let answers =
+                    |d: &Domain| d.device.as_ref().map_or(true, |h| h.memory_info().is_ok());
                 if n == i.parents && i.domains.iter().all(answers) {
                     return Ok(i.domains.len() as u32);
                 }

@@ -279,22 +279,8 @@ where
         .y_desc(&h.y_label)
         .x_labels(nx * 2 + 1)
         .y_labels(ny * 2 + 1)
-        .x_label_formatter(&move |v| {
-            let i = v.floor() as usize;
-            if (v - v.floor() - 0.5).abs() < 1e-6 && i < cols.len() {
-                cols[i].clone()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&move |v| {
-            let i = v.floor() as usize;
-            if (v - v.floor() - 0.5).abs() < 1e-6 && i < rows.len() {
-                rows[i].clone()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| cell_label(&cols, *v))
+        .y_label_formatter(&|v| cell_label(&rows, *v))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
@@ -332,4 +318,14 @@ where
 pub fn render_heatmap(path: &Path, kind: ImageKind, h: &Heatmap) -> anyhow::Result<()> {
     fonts();
     render!(path, kind, heatmap_size(h), |root| draw_heatmap(root, h))
+}
+
+/// A heatmap axis names each cell at its centre (ticks at every half cell, the others blank).
+fn cell_label(names: &[String], v: f64) -> String {
+    let i = v.floor() as usize;
+    if (v - v.floor() - 0.5).abs() < 1e-6 && i < names.len() {
+        names[i].clone()
+    } else {
+        String::new()
+    }
 }
