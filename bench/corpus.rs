@@ -28,6 +28,10 @@ pub struct Run {
     pub crash: Option<f64>,
     /// Replay time when the first process was ready (warm-up done), if recorded.
     pub ready: Option<f64>,
+    /// Crash runs: when the growth that ran the GPU out began, the last `model_ready` before
+    /// the crash (the workloads mark it where the resident block is taken and the growth
+    /// starts; the start of the run where none is marked).
+    pub growth_from: Option<f64>,
     pub healthy: bool,
     /// Replay time of the last sample.
     pub end: f64,
@@ -78,6 +82,7 @@ pub fn run(dir: &Path) -> Run {
         .fold(f64::INFINITY, f64::min);
     let mut crash: Option<f64> = None;
     let mut ready: Option<f64> = None;
+    let mut readies: Vec<f64> = vec![];
     let mut healthy = true;
     let mut end = 0.0f64;
     for t in &traces {
@@ -94,6 +99,7 @@ pub fn run(dir: &Path) -> Run {
                 }
                 (Some("event"), Some("model_ready")) => {
                     ready = Some(ready.map_or(ts, |r: f64| r.min(ts)));
+                    readies.push(ts);
                 }
                 (Some("sample"), _) => end = end.max(ts),
                 _ => {}
@@ -110,26 +116,211 @@ pub fn run(dir: &Path) -> Run {
         files,
         crash,
         ready,
+        growth_from: crash.map(|c| {
+            readies
+                .iter()
+                .copied()
+                .filter(|r| *r < c)
+                .fold(0.0, f64::max)
+        }),
         healthy,
         end,
     }
 }
 
-/// The run's traces with every time moved by `shift` seconds, so that the replay's 1 s clock
-/// meets the recording at another phase.
-fn shifted(run: &Run, shift: f64, dir: &Path) -> Vec<PathBuf> {
-    run.files
+/// A transformation of a recorded run under which the forecast's verdict must hold
+/// (docs/forecast.md, "Invariance"): what the run would have looked like had the job run
+/// otherwise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Variant {
+    /// As recorded.
+    Recorded,
+    /// Without the client: the allocator's reports and the events it sends (its OOM among
+    /// them) removed; NVML alone.
+    NoClient,
+    /// The allocator's segments collapsed into one that grows and shrinks in place
+    /// (`expandable_segments:True`): every report counts one segment while it holds memory.
+    OneSegment,
+    /// Every time stretched by this factor: the same job, that much slower.
+    Slower(f64),
+    /// Every byte scaled so that the card holds this many GiB.
+    Card(f64),
+    /// A steady process that the client does not know holds this share of a card made larger
+    /// by it: the job keeps the room it had, beside a neighbour NVML lists.
+    Neighbour(f64),
+}
+
+impl Variant {
+    pub fn name(&self) -> String {
+        match self {
+            Variant::Recorded => "as recorded".into(),
+            Variant::NoClient => "no client".into(),
+            Variant::OneSegment => "one expandable segment".into(),
+            Variant::Slower(k) => format!("slower ×{k}"),
+            Variant::Card(g) => format!("{g:.0} GiB card"),
+            Variant::Neighbour(s) => format!("neighbour {:.0} %", 100.0 * s),
+        }
+    }
+
+    /// Seconds of the recording become this many seconds of the variant.
+    pub fn stretch(&self) -> f64 {
+        match self {
+            Variant::Slower(k) => *k,
+            _ => 1.0,
+        }
+    }
+}
+
+/// Every transformation of the invariance tests, as recorded first.
+pub const VARIANTS: [Variant; 7] = [
+    Variant::Recorded,
+    Variant::NoClient,
+    Variant::OneSegment,
+    Variant::Slower(2.0),
+    Variant::Card(80.0),
+    Variant::Card(141.0),
+    Variant::Neighbour(0.1),
+];
+
+/// The pid of the neighbour `Variant::Neighbour` adds: no recorder writes it.
+const NEIGHBOUR_PID: u64 = 4_000_000_000;
+const GIB: f64 = 1073741824.0;
+
+/// Byte fields of a trace line, by where they sit.
+const NVML_BYTES: [&str; 5] = ["total", "used", "free", "v2_reserved", "v2_used"];
+const EVENT_BYTES: [&str; 3] = ["request_bytes", "device_free", "bytes"];
+
+fn scale_bytes(v: &mut Value, f: f64) {
+    if let Some(x) = v.as_f64() {
+        *v = Value::from((x * f).round() as u64);
+    }
+}
+
+/// One line of a trace as `variant` makes it, or `None` where the variant drops it.
+fn transform(mut o: Value, variant: Variant, total: f64, base: f64, shift: f64) -> Option<Value> {
+    let kind = o["kind"].as_str().unwrap_or("").to_string();
+    if let Some(t) = o["t"].as_f64() {
+        o["t"] = Value::from(t * variant.stretch() + shift);
+    }
+    match variant {
+        Variant::Recorded => {}
+        Variant::NoClient => match kind.as_str() {
+            "sample" => {
+                o.as_object_mut().unwrap().remove("torch");
+                o.get("nvml")?;
+            }
+            "event" => return None,
+            _ => {}
+        },
+        Variant::OneSegment => {
+            if let Some(t) = o.get_mut("torch").and_then(|t| t.as_object_mut()) {
+                let holds = t
+                    .get("reserved_bytes.all.current")
+                    .and_then(|r| r.as_f64())
+                    .is_some_and(|r| r > 0.0);
+                if t.contains_key("segment.all.current") {
+                    t.insert("segment.all.current".into(), Value::from(holds as u64));
+                }
+            }
+        }
+        Variant::Slower(k) => {
+            if kind == "header" {
+                if let Some(p) = o["period_s"].as_f64() {
+                    o["period_s"] = Value::from(p * k);
+                }
+                if let Some(t0) = o["t0_unix"].as_f64() {
+                    o["t0_unix"] = Value::from(base + (t0 - base) * k);
+                }
+                if let Some(t) = o["oom_t"].as_f64() {
+                    o["oom_t"] = Value::from(t * k);
+                }
+            }
+        }
+        Variant::Card(gib) => {
+            let f = gib * GIB / total;
+            match kind.as_str() {
+                "header" => scale_bytes(&mut o["total_memory"], f),
+                "sample" => {
+                    if let Some(n) = o.get_mut("nvml") {
+                        for k in NVML_BYTES {
+                            if n.get(k).is_some() {
+                                scale_bytes(&mut n[k], f);
+                            }
+                        }
+                        for p in n["procs"].as_array_mut().into_iter().flatten() {
+                            scale_bytes(&mut p["used"], f);
+                        }
+                    }
+                    if let Some(t) = o.get_mut("torch").and_then(|t| t.as_object_mut()) {
+                        for (k, v) in t.iter_mut() {
+                            if k.contains("bytes") || k == "largest_free_cached" {
+                                scale_bytes(v, f);
+                            }
+                        }
+                    }
+                }
+                "event" => {
+                    for k in EVENT_BYTES {
+                        if o.get(k).is_some() {
+                            scale_bytes(&mut o[k], f);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Variant::Neighbour(share) => {
+            // The card grows so that the neighbour's share of it is `share` and the job keeps
+            // every byte of room it had.
+            let n = (total * share / (1.0 - share)).round();
+            match kind.as_str() {
+                "header" => {
+                    let t = o["total_memory"].as_f64().unwrap_or(total);
+                    o["total_memory"] = Value::from((t + n) as u64);
+                }
+                "sample" => {
+                    if let Some(nv) = o.get_mut("nvml") {
+                        for k in ["total", "used", "v2_used"] {
+                            if let Some(x) = nv[k].as_f64() {
+                                nv[k] = Value::from((x + n) as u64);
+                            }
+                        }
+                        if let Some(p) = nv["procs"].as_array_mut() {
+                            p.push(serde_json::json!({"pid": NEIGHBOUR_PID, "used": n as u64}));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(o)
+}
+
+/// The run's traces as `variant` makes them, with every time moved by `shift` seconds so that
+/// the replay's 1 s clock meets the recording at another phase.
+pub fn prepared(run: &Run, variant: Variant, shift: f64, dir: &Path) -> Vec<PathBuf> {
+    let traces: Vec<Vec<Value>> = run.files.iter().map(|f| lines(f)).collect();
+    let base = traces
         .iter()
+        .filter_map(|t| t[0]["t0_unix"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    let total = traces
+        .iter()
+        .flat_map(|t| t.iter())
+        .find_map(|o| o["nvml"]["total"].as_f64())
+        .unwrap_or(80.0 * GIB);
+    traces
+        .into_iter()
         .enumerate()
-        .map(|(i, f)| {
+        .map(|(i, t)| {
             let out = dir.join(format!("{i}.jsonl"));
             let mut w = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
-            for mut o in lines(f) {
-                if let Some(t) = o["t"].as_f64() {
-                    o["t"] = Value::from(t + shift);
+            for o in t {
+                if let Some(o) = transform(o, variant, total, base, shift) {
+                    serde_json::to_writer(&mut w, &o).unwrap();
+                    w.write_all(b"\n").unwrap();
                 }
-                serde_json::to_writer(&mut w, &o).unwrap();
-                w.write_all(b"\n").unwrap();
             }
             out
         })
@@ -302,16 +493,136 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
     s
 }
 
+/// Seconds of growth from which a crash must be at high 90 s ahead and its ETA right
+/// (docs/forecast.md, "Targets").
+pub const LONG_GROWTH: f64 = 120.0;
+
+/// A target a run misses under a variant: what, the worst phase's figure and what was needed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Miss {
+    pub run: String,
+    pub variant: String,
+    /// `critical`, `early`, `high`, `eta`, `bounds`, `slower`, `high_seconds`, `min_eta`,
+    /// `leak_seconds`.
+    pub what: &'static str,
+    pub got: f64,
+    pub need: f64,
+}
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let says = match self.what {
+            "critical" => "critical held from (s before the crash)",
+            "early" => "first critical with (s left, at most)",
+            "high" => "high held from (s before the crash)",
+            "eta" => "ETA within 35 % (share of the seconds 20-120 s before)",
+            "bounds" => "bounds hold the truth (share)",
+            "slower" => "critical held from, slowed down (s, at least as recorded)",
+            "high_seconds" => "seconds at risk >= high on a healthy run",
+            "min_eta" => "shortest ETA on a healthy run (s, at least)",
+            "leak_seconds" => "seconds of leak flag on a healthy run",
+            _ => self.what,
+        };
+        write!(
+            f,
+            "{} ({}): {says}: {:.2}, target {:.2}",
+            self.run, self.variant, self.got, self.need
+        )
+    }
+}
+
+/// The targets `run` misses under `variant`, from our scores and the anchor's at every phase
+/// (`evaluate_variant`); `recorded` is our scores on the run as recorded, for `Slower`.
+pub fn misses(run: &Run, variant: Variant, scores: &[Score], recorded: &[Score]) -> Vec<Miss> {
+    let ours: Vec<&Score> = scores
+        .iter()
+        .filter(|s| s.detector == "gpumem-exporter")
+        .collect();
+    let anchor: Vec<&Score> = scores
+        .iter()
+        .filter(|s| s.detector != "gpumem-exporter")
+        .collect();
+    let worst = |v: &[&Score], f: fn(&Score) -> Option<f64>| {
+        v.iter()
+            .map(|s| f(s).unwrap_or(0.0))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let most = |f: fn(&Score) -> f64| ours.iter().map(|s| f(s)).fold(0.0, f64::max);
+    let mut out = vec![];
+    let mut miss = |what, got: f64, need: f64, short: bool| {
+        if short {
+            out.push(Miss {
+                run: run.name.clone(),
+                variant: variant.name(),
+                what,
+                got,
+                need,
+            })
+        }
+    };
+    if run.healthy {
+        let high = most(|s| s.high_seconds as f64);
+        miss("high_seconds", high, 0.0, high > 0.0);
+        let min_eta = ours
+            .iter()
+            .filter_map(|s| s.min_eta)
+            .fold(f64::INFINITY, f64::min);
+        miss("min_eta", min_eta, 300.0, min_eta < 300.0);
+        let leak = most(|s| s.leak_seconds as f64);
+        miss("leak_seconds", leak, 0.0, leak > 0.0);
+        return out;
+    }
+    let crit = worst(&ours, |s| s.critical_lead);
+    if let Variant::Slower(_) = variant {
+        let was = worst(
+            &recorded
+                .iter()
+                .filter(|s| s.detector == "gpumem-exporter")
+                .collect::<Vec<_>>(),
+            |s| s.critical_lead,
+        );
+        miss("slower", crit, was, crit < was);
+    } else {
+        let need = worst(&anchor, |s| s.critical_lead).min(45.0);
+        miss("critical", crit, need, crit < need);
+    }
+    let first = ours
+        .iter()
+        .filter_map(|s| s.first_critical_left)
+        .fold(0.0, f64::max);
+    miss(
+        "early",
+        first,
+        150.0 * variant.stretch(),
+        first > 150.0 * variant.stretch(),
+    );
+    let growth = run.crash.unwrap_or(0.0) - run.growth_from.unwrap_or(0.0);
+    if growth * variant.stretch() >= LONG_GROWTH {
+        let high = worst(&ours, |s| s.high_lead);
+        miss("high", high, 90.0, high < 90.0);
+        let eta = worst(&ours, |s| s.eta_share());
+        miss("eta", eta, 0.6, eta < 0.6);
+        let bounds = worst(&ours, |s| s.bounds_share());
+        miss("bounds", bounds, 0.8, bounds < 0.8);
+    }
+    out
+}
+
 /// Our forecast and the anchor on `run`, replayed at 1 s at each phase in `phases`.
 pub fn evaluate(bin: &Path, run: &Run, phases: &[f64]) -> Vec<Score> {
+    evaluate_variant(bin, run, Variant::Recorded, phases)
+}
+
+/// The same on the run as `variant` makes it.
+pub fn evaluate_variant(bin: &Path, run: &Run, variant: Variant, phases: &[f64]) -> Vec<Score> {
     let mut out = vec![];
     for &phase in phases {
         let dir = tempfile::tempdir().unwrap();
-        let files = shifted(run, phase, dir.path());
+        let files = prepared(run, variant, phase, dir.path());
         let seconds = replay(bin, &files);
-        // The shift moved the replay's clock: put the crash back on it.
+        // The variant and the shift moved the replay's clock: put the crash back on it.
         let moved = Run {
-            crash: run.crash.map(|c| c + phase),
+            crash: run.crash.map(|c| c * variant.stretch() + phase),
             ..run.clone()
         };
         out.push(score(&moved, "gpumem-exporter", phase, &seconds));

@@ -225,7 +225,12 @@ pub const RECORDED: &[&str] = &[
 pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");
-    let status = std::process::Command::new(bin)
+    let mut cmd = std::process::Command::new(bin);
+    // A configuration to try against the traces (`analysis.*` settings), for experiments.
+    if let Some(cfg) = std::env::var_os("GPUMEM_BENCH_CONFIG") {
+        cmd.arg("--config").arg(cfg);
+    }
+    let status = cmd
         .arg("replay")
         .args(files)
         .args(rate)

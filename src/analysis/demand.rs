@@ -8,14 +8,12 @@
 
 use std::collections::VecDeque;
 
+use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::trend::{fit_demand, Trend};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
 
-/// Frees of the allocator after which a process counts as working: one free also comes from
-/// loading or compiling (a temporary buffer dropped); three are steps.
-const WORKING_FREES: u32 = 3;
 /// The high-water mark of a process's allocated bytes is taken over this window: a step's
 /// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
 /// sets a new record.
@@ -54,14 +52,13 @@ pub struct Moment<'a> {
 #[derive(Debug, Clone)]
 pub struct Demand {
     appeared: Time,
-    /// Allocator frees counted towards `WORKING_FREES` and the allocated bytes they fell from.
-    frees: (u32, f64),
+    /// The allocated bytes the next free must fall from (its maximum since the process
+    /// appeared), until the first free.
+    high: f64,
     /// When the allocator first freed memory: the leak test's history starts there.
     first_free: Option<Time>,
-    /// When the allocator had freed memory `WORKING_FREES` times (allocated fell by a step
-    /// below its maximum since the last free): its step has run a few times, no longer loading
-    /// or compiling.
-    working_from: Option<Time>,
+    /// The rise of its footprint from its appearance, which ends by itself.
+    loading: Loading,
     /// The allocator's peak of allocated bytes and when it last rose.
     peak: Option<(u64, Time)>,
     /// Segments taken from the driver (time, bytes) within the window.
@@ -72,6 +69,10 @@ pub struct Demand {
     /// The high-water mark of the allocator's bytes plus the process's overhead (reporting
     /// processes): its steps show a staircase the held bytes hide while the cache absorbs it.
     peak_need: Series,
+    /// The allocator's own record of its peak plus the overhead (reporting processes): a
+    /// 1 s report catches a step's peak only by luck, the allocator saw every one. A batch that
+    /// grows every stage raises it stage by stage while the cache still absorbs the steps.
+    record_need: Series,
     held: f64,
     /// When it last gave memory back to the driver (an emptied cache, the end of an evaluation
     /// phase): it will ask for it again.
@@ -86,13 +87,14 @@ impl Demand {
     pub fn new(t: Time, history: Series) -> Self {
         Demand {
             appeared: t,
-            frees: (0, 0.0),
+            high: 0.0,
             first_free: None,
-            working_from: None,
+            loading: Loading::new(),
             peak: None,
             segments: VecDeque::new(),
             need: history.clone(),
-            peak_need: history,
+            peak_need: history.clone(),
+            record_need: history,
             held: 0.0,
             gave_back_at: None,
             trend: None,
@@ -103,17 +105,17 @@ impl Demand {
         self.appeared
     }
 
-    /// When the warm-up ends (`EtaParams::warmup`): that long after the process appeared, or
-    /// once it is working, whichever comes first.
-    pub fn warm_from(&self, p: &DemandParams) -> Time {
-        let by_age = self.appeared + p.eta.warmup;
-        self.working_from.map_or(by_age, |t| t.min(by_age))
+    /// When its loading ended (`analysis::loading`), once it has: its growth counts from
+    /// there.
+    pub fn loaded_from(&self) -> Option<Time> {
+        self.loading.ended()
     }
 
-    /// Where a leak test of the process's bytes starts: its first free, or the warm-up's end.
+    /// Where a leak test of the process's bytes starts: its first free, or the end of its
+    /// loading (at most `EtaParams::warmup` after it appeared).
     pub fn leak_from(&self, p: &DemandParams) -> Time {
-        let warm = self.warm_from(p);
-        self.first_free.map_or(warm, |t| t.min(warm))
+        let loaded = self.loaded_from().unwrap_or(self.appeared + p.eta.warmup);
+        self.first_free.map_or(loaded, |t| t.min(loaded))
     }
 
     /// The credible growth of its need, as of the last `update`.
@@ -135,19 +137,12 @@ impl Demand {
                 self.segments.push_back((t, size));
             }
         }
-        if self.working_from.is_none() {
+        if self.first_free.is_none() {
             let allocated = now.allocated_bytes as f64;
-            let (n, high) = &mut self.frees;
-            if allocated < *high - oom::MIN_STEP_BYTES {
-                *n += 1;
-                *high = allocated;
-                self.first_free.get_or_insert(t);
-                if *n >= WORKING_FREES {
-                    self.working_from = Some(t);
-                }
-            } else {
-                *high = high.max(allocated);
+            if allocated < self.high - oom::MIN_STEP_BYTES {
+                self.first_free = Some(t);
             }
+            self.high = self.high.max(allocated);
         }
         if let Some(pk) = now.allocated_peak_bytes {
             if self.peak.is_none_or(|(old, _)| pk > old) {
@@ -167,20 +162,24 @@ impl Demand {
         while self.segments.front().is_some_and(|s| s.0 < now - p.window) {
             self.segments.pop_front();
         }
-        let warm = self.warm_from(p);
         if m.active {
             let peak = self.peak_need(m, now);
-            let (need, held) = self.need_and_held(m, peak, p);
+            let (need, held) = self.need_and_held(m, peak);
+            self.loading
+                .push(now, held, p.eta.warmup, oom::MIN_STEP_BYTES);
             self.need.push(now, need);
-            if now >= warm && held < self.held - oom::MIN_STEP_BYTES {
+            if self.loaded_from().is_some() && held < self.held - oom::MIN_STEP_BYTES {
                 self.gave_back_at = Some(now);
             }
             self.held = held;
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
+            if let Some(record) = self.record_need(m) {
+                self.record_need.push(now, record);
+            }
         }
-        // Only the points since the warm-up: a loading ramp is no part of the trend, and a
+        // Only the points since loading ended: a loading ramp is no part of the trend, and a
         // trend becomes credible only once it has lasted `eta_min_span` after it.
         // Of the two views of its growth, the steeper credible one: the held bytes grow
         // faster than the peak when split segments serve new peaks only in part, the peak
@@ -189,37 +188,59 @@ impl Demand {
         // window, its loading included: a peak that comes back to the same height (an
         // evaluation, a burst of requests, a cache taken again after `empty_cache`) is a
         // recurring need, not growth.
-        let from = warm.max(now - p.window);
+        let Some(loaded) = self.loaded_from() else {
+            self.trend = None;
+            return;
+        };
+        let from = loaded.max(now - p.window);
         let fit = |s: &Series| {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
                 s.since(from).map(|b| (b.t, b.max().max(before))).collect();
             fit_demand(&points, oom::MIN_STEP_BYTES)
         };
-        self.trend = if now >= warm {
-            [
-                (fit(&self.need), &self.need),
-                (fit(&self.peak_need), &self.peak_need),
-            ]
-            .into_iter()
-            .filter_map(|(t, raw)| t.zip(Some(raw)))
-            .filter(|(t, raw)| oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now))
-            .map(|(t, _)| t)
-            .max_by(|a, b| a.slope.total_cmp(&b.slope))
-        } else {
-            None
-        };
+        if tracing::enabled!(tracing::Level::TRACE) {
+            for (view, s) in [
+                ("need", &self.need),
+                ("peak", &self.peak_need),
+                ("record", &self.record_need),
+            ] {
+                if let Some(t) = fit(s) {
+                    tracing::trace!(
+                        at = now,
+                        view,
+                        slope = t.slope,
+                        span = t.span,
+                        p_value = t.p_value,
+                        recent_slope = t.recent_slope,
+                        credible = oom::credible(&t, &p.eta),
+                        persistent = oom::persistent(&t, s, from, now),
+                        "demand trend"
+                    );
+                }
+            }
+        }
+        self.trend = [
+            (fit(&self.need), &self.need),
+            (fit(&self.peak_need), &self.peak_need),
+            (fit(&self.record_need), &self.record_need),
+        ]
+        .into_iter()
+        .filter_map(|(t, raw)| t.zip(Some(raw)))
+        .filter(|(t, raw)| oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now))
+        .map(|(t, _)| t)
+        .max_by(|a, b| a.slope.total_cmp(&b.slope));
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).
     pub fn part(&self, now: Time, p: &DemandParams) -> DemandPart {
         let need = self.need.newest().map_or(0.0, |b| b.last());
         // Took memory from the driver, or gave some back that it will want again (an emptied
-        // cache, an eval phase), within the window and after warm-up (loading is a rise that
-        // ends).
-        let warm = self.warm_from(p);
+        // cache, an eval phase), within the window and after loading (a rise that ends).
         let cycles = self.gave_back_at.is_some_and(|t| t >= now - p.window)
-            || self.segments.iter().any(|s| s.0 >= warm);
+            || self
+                .loaded_from()
+                .is_some_and(|l| self.segments.iter().any(|s| s.0 > l));
         DemandPart {
             need,
             held: self.held,
@@ -231,10 +252,10 @@ impl Demand {
     /// The size of request that fails: the second largest segment the process took from the
     /// driver recently (the requests that fail are the ones a step makes again and again; a
     /// buffer allocated once is no guide). Segments taken while loading do not count.
-    fn request(&self, p: &DemandParams) -> f64 {
+    fn request(&self) -> f64 {
         let (mut first, mut second) = (0.0f64, 0.0f64);
-        let warm = self.warm_from(p);
-        for s in self.segments.iter().filter(|s| s.0 >= warm) {
+        let loaded = self.loaded_from().unwrap_or(f64::INFINITY);
+        for s in self.segments.iter().filter(|s| s.0 > loaded) {
             if s.1 > first {
                 second = first;
                 first = s.1;
@@ -266,9 +287,19 @@ impl Demand {
         Some(sampled.max(record) + overhead)
     }
 
+    /// The allocator's record of its peak plus what the process holds outside the allocator.
+    fn record_need(&self, m: &Moment) -> Option<f64> {
+        let a = m.allocator?;
+        let overhead = m
+            .driver_bytes
+            .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
+            .unwrap_or(0.0);
+        Some(self.peak?.0 as f64 + overhead)
+    }
+
     /// Bytes the process needs to get through its next step and bytes it holds from the
     /// driver, given its `peak_need` (reporting processes).
-    fn need_and_held(&self, m: &Moment, peak: Option<f64>, p: &DemandParams) -> (f64, f64) {
+    fn need_and_held(&self, m: &Moment, peak: Option<f64>) -> (f64, f64) {
         match (peak, m.allocator) {
             (Some(peak), Some(a)) => {
                 let held = m.driver_bytes.map_or(a.reserved_bytes as f64, |u| u as f64);
@@ -277,7 +308,7 @@ impl Demand {
                 // after the last one that fits fails: on average when the free memory beside
                 // the held bytes is gone. Or the next peak, with one more request of the size
                 // it takes, does not fit at all.
-                ((peak + self.request(p)).max(held), held)
+                ((peak + self.request()).max(held), held)
             }
             _ => {
                 let used = m.driver_bytes.unwrap_or(0) as f64;
@@ -358,40 +389,50 @@ mod tests {
     }
 
     #[test]
-    fn the_warm_up_ends_after_three_frees_or_its_length() {
+    fn loading_ends_where_the_footprint_stops_taking_large_parts_of_itself() {
+        // Holds 4 GiB from the start: loaded from its first point, known a stretch later.
         let mut idle = Proc::new(100.0);
-        for t in 100..110 {
+        for t in 100..125 {
             idle.step(t as f64, 3.0, 4.0);
         }
-        assert_eq!(idle.demand.warm_from(&idle.p), 160.0);
-        assert_eq!(idle.demand.leak_from(&idle.p), 160.0);
+        assert_eq!(idle.demand.loaded_from(), Some(100.0));
+        assert_eq!(idle.demand.leak_from(&idle.p), 100.0);
 
+        // Its first free starts the leak test; loading is the footprint's to end.
         let mut working = Proc::new(100.0);
         working.train(100.0, 110.0);
-        // Frees at 101, 103 and 105: allocated fell from 4 GiB to 2 GiB.
-        assert_eq!(working.demand.warm_from(&working.p), 105.0);
+        assert_eq!(working.demand.loaded_from(), None);
         assert_eq!(working.demand.leak_from(&working.p), 101.0);
+        // A young process whose footprint doubles is loading.
+        let mut loading = Proc::new(0.0);
+        for t in 0..40 {
+            let r = 2.0 + 0.2 * t as f64;
+            loading.step(t as f64, r, r);
+        }
+        assert_eq!(loading.demand.loaded_from(), None);
+        assert!(loading.demand.trend().is_none());
     }
 
     #[test]
     fn the_need_is_the_recent_peak_plus_one_request_and_at_least_what_it_holds() {
         let mut p = Proc::new(0.0);
-        p.train(0.0, 10.0);
-        // After the warm-up the cache grows by a 1 GiB segment and a 512 MiB one.
-        p.step(10.0, 2.0, 9.0);
-        p.step(11.0, 2.0, 9.5);
-        p.step(12.0, 6.0, 9.5);
+        p.train(0.0, 30.0);
+        assert_eq!(p.demand.loaded_from(), Some(0.0));
+        // Loaded, the cache grows by a 1 GiB segment and a 512 MiB one.
+        p.step(30.0, 2.0, 9.0);
+        p.step(31.0, 2.0, 9.5);
+        p.step(32.0, 6.0, 9.5);
         // The peak over the last 10 s (6 GiB) and the second largest segment (512 MiB) do not
         // reach the 9.5 GiB it holds.
-        let part = p.part(12.0);
+        let part = p.part(32.0);
         assert_eq!(part.held, 9.5 * GIB);
         assert_eq!(part.need, 9.5 * GIB);
-        // It took segments after its warm-up: it asks.
+        // It took segments after loading: it asks.
         assert!(part.asks);
         // NVML's bytes beyond the cache (the CUDA context, 1 GiB here) count in both.
-        p.step(13.0, 9.25, 9.5);
-        p.analyse(13.0, Some((10.5 * GIB) as u64));
-        let part = p.part(13.0);
+        p.step(33.0, 9.25, 9.5);
+        p.analyse(33.0, Some((10.5 * GIB) as u64));
+        let part = p.part(33.0);
         assert_eq!(part.held, 10.5 * GIB);
         assert_eq!(part.need, (9.25 + 1.0) * GIB + 512.0 * MIB);
     }
@@ -406,11 +447,11 @@ mod tests {
         for t in 3..70 {
             p.step(t as f64, 29.0 + (t % 2) as f64 * 2.0, 31.0);
         }
-        assert!(p.demand.warm_from(&p.p) < 70.0);
-        assert_eq!(p.demand.request(&p.p), 0.0);
+        assert!(p.demand.loaded_from().is_some_and(|l| l < 70.0));
+        assert_eq!(p.demand.request(), 0.0);
         p.step(71.0, 31.0, 31.25);
         p.step(72.0, 31.0, 31.75);
-        assert_eq!(p.demand.request(&p.p), 256.0 * MIB);
+        assert_eq!(p.demand.request(), 256.0 * MIB);
     }
 
     #[test]
@@ -418,17 +459,20 @@ mod tests {
         let mut d = Demand::new(0.0, Series::tiered(1.0, 120.0, 5.0, 3600.0));
         let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
         let p = params();
-        d.driver_rise(70.0, 2.0 * GIB);
         let m = Moment {
             active: true,
             allocator: None,
             driver_bytes: Some((6.0 * GIB) as u64),
             allocated: &none,
         };
+        for t in 0..70 {
+            d.update(t as f64, &m, &p);
+        }
+        d.driver_rise(70.0, 2.0 * GIB);
         d.update(70.0, &m, &p);
         let part = d.part(70.0, &p);
         assert_eq!((part.need, part.held), (6.0 * GIB, 6.0 * GIB));
-        // The rise after its warm-up is memory it asked for...
+        // The rise after loading is memory it asked for...
         assert!(part.asks);
         // ...and asks no more once the window has passed.
         d.update(70.0 + p.window + 1.0, &m, &p);
@@ -436,26 +480,28 @@ mod tests {
     }
 
     #[test]
-    fn steady_growth_after_the_warm_up_is_a_trend_of_its_pace() {
+    fn steady_growth_after_loading_is_a_trend_of_its_pace() {
+        // A 20 GiB block, then 0.05 GiB/s: small beside the block, so loading has ended with
+        // it and the growth counts from there, once it has lasted `eta_min_span`.
         let mut p = Proc::new(0.0);
-        p.train(0.0, 10.0);
-        for t in 10..40 {
+        p.step(0.0, 1.0, 1.0);
+        let at = |t: i64| 21.0 + (t - 1) as f64 * 0.05;
+        for t in 1..20 {
+            p.step(t as f64, at(t), at(t));
             assert!(p.demand.trend().is_none(), "no trend yet at {t}");
-            let a = 4.0 + (t - 10) as f64 * 0.05;
-            p.step(t as f64, a, a);
         }
-        for t in 40..100 {
-            let a = 4.0 + (t - 10) as f64 * 0.05;
-            p.step(t as f64, a, a);
+        for t in 20..80 {
+            p.step(t as f64, at(t), at(t));
         }
-        let trend = p.demand.trend().expect("60 s of steady growth");
+        assert_eq!(p.demand.loaded_from(), Some(1.0));
+        let trend = p.demand.trend().expect("80 s of steady growth");
         let pace = trend.slope / GIB;
         assert!((pace - 0.05).abs() < 0.01, "{pace} GiB/s");
-        assert!(p.part(99.0).asks);
+        assert!(p.part(79.0).asks);
     }
 
     #[test]
-    fn growth_during_the_warm_up_is_loading() {
+    fn a_ramp_from_the_start_is_loading() {
         let mut p = Proc::new(0.0);
         for t in 0..59 {
             let a = 1.0 + t as f64 * 0.25;

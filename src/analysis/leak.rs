@@ -247,6 +247,7 @@ mod tests {
                 floor_now: 0.0,
                 recent_slope: 1e6,
                 swing: 0.0,
+                stairs: None,
             },
             passes: true,
         };

@@ -5,6 +5,7 @@ pub mod demand;
 pub mod fragmentation;
 pub mod imbalance;
 pub mod leak;
+pub mod loading;
 pub mod oom;
 pub mod stats;
 pub mod trend;

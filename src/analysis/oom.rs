@@ -96,16 +96,18 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.recent_slope >= 0.5 * t.slope
 }
 
-/// Width of the windows whose minima tell a level the demand keeps from one it only visits.
+/// Widest windows whose minima tell a level the demand keeps from one it only visits.
 pub const PERSIST_WINDOW: f64 = 10.0;
 
 /// A rise of the demand (`trend`, fitted on the demand above what the process needed before)
-/// is growth only when the demand keeps what it reached: the minima of `raw` over
-/// `PERSIST_WINDOW` windows rise at half the trend's pace or more. Records of a heavy-tailed need (the largest batch of
-/// requests so far, the longest sequence, a new input size benchmarked once) come and go;
-/// a leak, a growing cache or a larger batch stays.
+/// is growth only when the demand keeps what it reached: the minima of `raw` over windows of
+/// a quarter of the trend's span (5 to `PERSIST_WINDOW` seconds: the test looks as closely at
+/// a young trend as at an old one) rise at half the trend's pace or more. Records of a
+/// heavy-tailed need (the largest batch of requests so far, the longest sequence, a new input
+/// size benchmarked once) come and go; a leak, a growing cache or a larger batch stays.
 pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time) -> bool {
-    let floor = super::trend::floor_points(raw, from, to, PERSIST_WINDOW);
+    let window = (trend.span / 4.0).clamp(5.0, PERSIST_WINDOW);
+    let floor = super::trend::floor_points(raw, from, to, window);
     super::trend::fit(&floor).is_some_and(|f| f.p_value < 0.05 && f.slope >= 0.5 * trend.slope)
 }
 
@@ -140,7 +142,14 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         .map(|t| t.slope_lower.clamp(0.0, t.slope))
         .sum();
     let room = headroom(capacity, parts, i);
-    let seconds = (room / slope).max(0.0);
+    let seconds = match growing.as_slice() {
+        // One staircase: the first step that no longer fits fails, when it comes. Steps of
+        // `step` every `gap` seconds leave room for `fits` more.
+        [Trend {
+            stairs: Some(s), ..
+        }] if room >= 0.0 => s.next_in + (room / s.step).floor() * s.gap,
+        _ => (room / slope).max(0.0),
+    };
     // The trend that contributes most decides how far ahead we may look.
     let span = growing
         .iter()
@@ -229,7 +238,9 @@ impl RiskParams {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RiskInputs {
     pub eta: Option<f64>,
-    /// Demand on the GPU grows (a trend with significance, credible or not yet).
+    /// Demand on the GPU grows towards the limit within what the evidence supports: there is
+    /// an ETA. A significant rise whose end is beyond `EtaParams::max_extrapolation` times its
+    /// span is not yet growth towards a failure.
     pub rising: bool,
     /// Share of the device not free, as `nvidia-smi` shows it.
     pub used_fraction: Option<f64>,
@@ -275,9 +286,10 @@ pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
         // Retries mean the allocator already had to flush its cache to make an allocation fit:
         // while demand grows, the next step up may not fit at all. Without growth they are
         // the same peak fitting the same way again (an evaluation, a burst of requests): tight
-        // but steady headroom, a ticket (`tight`), not a page.
+        // but steady headroom, a ticket (`tight`), not a page. Never critical on their own:
+        // when the failure comes is the ETA's to say (a slower job retries as early).
         let level = if i.rising {
-            RiskLevel::Critical
+            RiskLevel::High
         } else {
             RiskLevel::Medium
         };
@@ -379,8 +391,8 @@ mod tests {
         let demand = |t: f64| 10.0 * GIB + rate * t;
         let now = 200.0;
         let p = part(demand(now), demand(now), trend(demand, now), now);
-        let e = eta(30.0 * GIB, &[p], 0, &params()).expect("an ETA on a clean ramp");
-        let truth = (30.0 * GIB - demand(now)) / rate;
+        let e = eta(25.0 * GIB, &[p], 0, &params()).expect("an ETA on a clean ramp");
+        let truth = (25.0 * GIB - demand(now)) / rate;
         assert!(
             (e.seconds - truth).abs() / truth < 0.05,
             "{} vs {truth}",
@@ -401,8 +413,8 @@ mod tests {
             need: held.need + request,
             ..held
         };
-        let without = eta(40.0 * GIB, &[held], 0, &params()).unwrap().seconds;
-        let with = eta(40.0 * GIB, &[stepping], 0, &params()).unwrap().seconds;
+        let without = eta(20.0 * GIB, &[held], 0, &params()).unwrap().seconds;
+        let with = eta(20.0 * GIB, &[stepping], 0, &params()).unwrap().seconds;
         assert!(
             (without - with - request / rate).abs() < 1.0,
             "{without} {with}"
@@ -455,7 +467,7 @@ mod tests {
         let rate = 2.0 * GIB / 60.0;
         let demand = |t: f64| 10.0 * GIB + rate * t;
         let p = part(demand(200.0), demand(200.0), trend(demand, 200.0), 200.0);
-        let e = eta(30.0 * GIB, &[p], 0, &params()).unwrap();
+        let e = eta(25.0 * GIB, &[p], 0, &params()).unwrap();
         let upper = e.upper.expect("a clean ramp does not stop");
         assert!(e.lower <= ETA_LOWER_FACTOR * e.seconds + 1e-9 && e.lower > 0.0);
         assert!(upper >= ETA_UPPER_FACTOR * e.seconds - 1e-9);
@@ -467,7 +479,7 @@ mod tests {
             trend: Some(flat),
             ..p
         };
-        assert_eq!(eta(30.0 * GIB, &[q], 0, &params()).unwrap().upper, None);
+        assert_eq!(eta(25.0 * GIB, &[q], 0, &params()).unwrap().upper, None);
     }
 
     #[test]
@@ -580,7 +592,7 @@ mod tests {
                 rising: true,
                 ..Default::default()
             }),
-            (RiskLevel::Critical, RiskReason::AllocRetries)
+            (RiskLevel::High, RiskReason::AllocRetries)
         );
         assert_eq!(
             a(RiskInputs {

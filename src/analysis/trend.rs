@@ -91,6 +91,18 @@ pub struct Trend {
     pub recent_slope: f64,
     /// Median of (max − min) per window: how far the teeth rise above the floor.
     pub swing: f64,
+    /// A staircase (`fit_demand`): the median size of its steps, the median gap between them
+    /// and the seconds from the last point until the next is due; `None` for a smooth trend.
+    #[serde(skip)]
+    pub stairs: Option<Stairs>,
+}
+
+/// The steps of a staircase trend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stairs {
+    pub step: f64,
+    pub gap: f64,
+    pub next_in: f64,
 }
 
 pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
@@ -117,6 +129,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
         floor_now: line.at(last_t),
         recent_slope,
         swing: median(&mut swings).unwrap_or(0.0),
+        stairs: None,
     })
 }
 
@@ -136,6 +149,8 @@ pub struct Steps {
     pub after_largest: usize,
     /// Time of the last upward jump.
     pub last_t: f64,
+    /// Median size of the upward jumps.
+    pub median_step: f64,
 }
 
 /// Upward jumps of at least `min_step` and eight robust standard deviations of the
@@ -167,6 +182,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         _ => 0.0,
     };
     let mut gaps: Vec<f64> = jumps.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    let mut sizes: Vec<f64> = jumps.iter().map(|j| j.2).collect();
     let largest = jumps.iter().max_by(|a, b| a.2.total_cmp(&b.2));
     Steps {
         largest_share: match largest {
@@ -179,12 +195,24 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         rise_share: if rise > 0.0 { jumped / rise } else { 0.0 },
         median_gap: median(&mut gaps).unwrap_or(f64::INFINITY),
         last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
+        median_step: median(&mut sizes).unwrap_or(0.0),
     }
 }
 
+/// Points that rise with significance: at least eight, Mann–Kendall p < 0.01, a positive slope.
+fn rising(points: &[(f64, f64)]) -> bool {
+    if points.len() < 8 {
+        return false;
+    }
+    let ys: Vec<f64> = points.iter().map(|p| p.1).collect();
+    mann_kendall_increasing(&ys).is_some_and(|(_, p)| p < 0.01)
+        && theil_sen(points).is_some_and(|l| l.slope > 0.0)
+}
+
 /// The trend of a process's demand (its high-water need, one point a second), aware of steps:
-/// - a step that alone makes more than two thirds of the rise is a change of level (a buffer
-///   allocated once, a model loaded), not a slope: the fit starts after it;
+/// - a step that alone makes more than two thirds of the rise, out of a level that did not
+///   rise before it, is a change of level (a buffer allocated once, a model loaded), not a
+///   slope: the fit starts after it;
 /// - two or more make a staircase (a cache grown segment by segment, a curriculum raising the
 ///   sequence length): the slope is fitted over all of it, and it counts as rising now only
 ///   while the next step is due (within two median gaps of the last).
@@ -194,7 +222,9 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
     }
     let mut pts = points;
     let mut st = steps(pts, min_step);
-    while st.count > 0 && st.largest_share > 2.0 / 3.0 {
+    // A step that follows a rise is part of the growth: only one out of a level is a change of
+    // level.
+    while st.count > 0 && st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]) {
         pts = &pts[st.after_largest..];
         if pts.len() < 3 {
             return None;
@@ -227,6 +257,11 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
         floor_now: line.at(last_t),
         recent_slope,
         swing: 0.0,
+        stairs: (stepwise && st.median_gap.is_finite() && st.median_step > 0.0).then_some(Stairs {
+            step: st.median_step,
+            gap: st.median_gap,
+            next_in: (st.last_t + st.median_gap - last_t).max(0.0),
+        }),
     })
 }
 

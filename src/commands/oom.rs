@@ -367,6 +367,7 @@ mod tests {
             floor_now: 0.0,
             recent_slope: slope,
             swing: 0.0,
+            stairs: None,
         };
         assert_eq!(confidence(RiskReason::RecentOom, None), 1.0);
         assert!(

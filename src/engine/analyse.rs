@@ -59,6 +59,18 @@ impl Engine {
                 continue;
             }
             let part = p.demand.part(now, &dp);
+            tracing::trace!(
+                at = now,
+                pid = k.0,
+                gpu = %uuid,
+                need = part.need,
+                held = part.held,
+                asks = part.asks,
+                loaded_from = ?p.demand.loaded_from(),
+                slope = ?part.trend.map(|t| t.slope),
+                span = ?part.trend.map(|t| t.span),
+                "demand"
+            );
             attributed += part.held;
             parts.push(part);
             keys.push(k.clone());
@@ -93,7 +105,7 @@ impl Engine {
             // is not the one at risk, the one that grows or must take memory back is.
             let own = RiskInputs {
                 eta: e.map(|e| e.seconds),
-                rising: parts[i].trend.is_some(),
+                rising: e.is_some(),
                 recent_retries: Self::recent_retries(p, now),
                 oom_age: p.last_oom.map(|t| now - t),
                 ..Default::default()
@@ -111,7 +123,7 @@ impl Engine {
         let assessed = oom::assess(
             &RiskInputs {
                 eta: first.map(|e| e.seconds),
-                rising: trend.is_some(),
+                rising: first.is_some(),
                 used_fraction: (m.total > 0).then(|| 1.0 - m.free as f64 / m.total as f64),
                 recent_retries: retries,
                 oom_age,

@@ -1,0 +1,160 @@
+//! When a process has finished loading: the rise its memory makes as it starts (a CUDA
+//! context, the weights, the optimizer's state at the first step, `torch.compile`'s graphs, a
+//! first batch of rollouts) is a rise that ends by itself, and the OOM forecast extrapolates
+//! only what comes after it.
+//!
+//! Read from the process's footprint alone (the bytes it holds from the driver), so the same
+//! rule holds whether or not the process sends allocator reports, whatever its allocator does.
+//! A young process is loading while its footprint moves by large parts of itself: over the
+//! last `STRETCH` seconds it rose by more than `SHARE` of what it held at their start. Start-up
+//! comes in stages (the context, seconds of work on the CPU, the weights, the first step), so
+//! a pause does not end loading for good: a later rise of that size, while the process is
+//! young, is loading again. Growth is what is small beside what the process holds: weights
+//! taken in one block and then a cache that grows a little every second; a model loaded and
+//! then a leak. Whatever it does, loading lasts at most `max` seconds after the process
+//! appeared: a process that keeps taking large parts of itself for longer is growing.
+
+use crate::model::Time;
+use std::collections::VecDeque;
+
+/// Seconds of footprint a rise is judged over.
+pub const STRETCH: f64 = 20.0;
+/// A rise over `STRETCH` of more than this share of what the process held is loading.
+const SHARE: f64 = 0.25;
+
+#[derive(Debug, Clone, Default)]
+pub struct Loading {
+    /// The first point's time.
+    start: Option<Time>,
+    /// Points of the last stretch, and the one just before it, oldest first.
+    recent: VecDeque<(Time, f64)>,
+    ended: Option<Time>,
+    /// Past `max`: the verdict no longer changes.
+    settled: bool,
+}
+
+impl Loading {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Since when the process has been done loading, if it is.
+    pub fn ended(&self) -> Option<Time> {
+        self.ended
+    }
+
+    /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
+    /// may last. `min_step` is a segment: a smaller rise is no rise.
+    pub fn push(&mut self, t: Time, bytes: f64, max: f64, min_step: f64) {
+        if self.settled {
+            return;
+        }
+        let t0 = *self.start.get_or_insert(t);
+        self.recent.push_back((t, bytes));
+        while self.recent.len() >= 2 && self.recent[1].0 <= t - STRETCH {
+            self.recent.pop_front();
+        }
+        if t - t0 >= max {
+            self.ended.get_or_insert(t0 + max);
+            self.settled = true;
+            return;
+        }
+        if self.recent.front().is_none_or(|p| p.0 > t - STRETCH) {
+            return;
+        }
+        // The stretch's lowest point: where the footprint stopped moving in large parts (the
+        // end of a ramp, a block taken, a cache given back).
+        let (since, low) =
+            self.recent
+                .iter()
+                .fold((t, f64::INFINITY), |a, p| if p.1 < a.1 { *p } else { a });
+        let rise = bytes - low;
+        if rise >= min_step && rise > SHARE * low {
+            self.ended = None;
+        } else {
+            self.ended.get_or_insert(since);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: f64 = 1073741824.0;
+    const SEG: f64 = 64.0 * 1048576.0;
+
+    fn run(f: impl Fn(f64) -> f64, from: f64, to: f64, max: f64) -> Option<Time> {
+        let mut l = Loading::new();
+        let mut t = from;
+        while t <= to {
+            l.push(t, f(t), max, SEG);
+            t += 1.0;
+        }
+        l.ended()
+    }
+
+    #[test]
+    fn a_block_then_slow_growth_has_loaded_at_the_block() {
+        // A context, a 120 GiB block at t = 6, then 0.25 GiB/s: small beside 120 GiB.
+        let f = |t: f64| {
+            if t < 6.0 {
+                GIB
+            } else {
+                121.0 * GIB + 0.25 * GIB * (t - 6.0)
+            }
+        };
+        assert_eq!(run(f, 0.0, 25.0, 60.0), None, "the block is in the stretch");
+        let end = run(f, 0.0, 30.0, 60.0).expect("growth is small beside the block");
+        assert!((6.0..=7.0).contains(&end), "{end}");
+    }
+
+    #[test]
+    fn a_ramp_that_keeps_taking_large_parts_of_itself_is_loading_until_its_cap() {
+        let f = |t: f64| GIB * (1.0 + t);
+        assert_eq!(run(f, 0.0, 59.0, 60.0), None);
+        assert_eq!(run(f, 0.0, 61.0, 60.0), Some(60.0));
+    }
+
+    #[test]
+    fn start_up_in_stages_is_loading() {
+        // A CUDA context, 20 s on the CPU, the weights, 10 s more, the optimizer's state.
+        let f = |t: f64| {
+            GIB * (0.5 + if t >= 25.0 { 1.0 } else { 0.0 } + if t >= 35.0 { 2.0 } else { 0.0 })
+        };
+        assert!(
+            run(f, 0.0, 24.0, 60.0).is_some(),
+            "a pause after the context"
+        );
+        assert_eq!(
+            run(f, 0.0, 50.0, 60.0),
+            None,
+            "the weights are loading again"
+        );
+        assert_eq!(run(f, 0.0, 56.0, 60.0), Some(35.0));
+    }
+
+    #[test]
+    fn a_first_ramp_that_gives_its_memory_back_is_start_up() {
+        // Rollouts grow a cache for 30 s at the start, then it is emptied: its second round
+        // after the cap comes back to a height seen before (the forecast clips it there).
+        let f = |t: f64| {
+            if t < 30.0 {
+                GIB + 1.5 * GIB * t
+            } else {
+                2.0 * GIB
+            }
+        };
+        assert_eq!(run(f, 0.0, 29.0, 60.0), None);
+        assert_eq!(
+            run(f, 0.0, 31.0, 60.0),
+            Some(30.0),
+            "growth counts after the ramp"
+        );
+    }
+
+    #[test]
+    fn a_process_that_takes_its_memory_at_once_has_loaded() {
+        assert_eq!(run(|_| 2.0 * GIB, 100.0, 125.0, 60.0), Some(100.0));
+    }
+}
