@@ -86,6 +86,13 @@ pub struct WebConfig {
     /// TLS and basic authentication for the web endpoints, in the Prometheus exporter-toolkit
     /// format (docs/security.md). None: plain HTTP, no authentication.
     pub config_file: Option<PathBuf>,
+    /// Open connections on the web port. A full port closes its longest idle connection to
+    /// let a new one in; it refuses one only while every connection is in a request.
+    pub max_connections: usize,
+    /// A connection that sends no complete request headers for this long is closed (an idle
+    /// kept-alive connection too).
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,7 +220,8 @@ pub struct IngestConfig {
     pub listing_grace: Duration,
     /// Reports per second one process may send (bursts of twice as many); more get 429.
     pub max_reports_per_second: u32,
-    /// Open connections on the ingest endpoints, in all and per sending process.
+    /// Open connections on each ingest endpoint (the socket and TCP have a budget each), in all
+    /// and, on the socket, per sending process.
     pub max_connections: usize,
     pub max_connections_per_process: usize,
     /// A connection that sends no complete request headers for this long is closed (an idle
@@ -314,6 +322,8 @@ impl Default for WebConfig {
             listen_address: ":10049".into(),
             telemetry_path: "/metrics".into(),
             config_file: None,
+            max_connections: 256,
+            idle_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -602,6 +612,14 @@ impl Config {
                     self.web.telemetry_path
                 ),
             ));
+        }
+        if !(1..=65_536).contains(&self.web.max_connections) {
+            return Err(err("web.max_connections", "accepted: 1..65536"));
+        }
+        if self.web.idle_timeout < Duration::from_millis(100)
+            || self.web.idle_timeout > Duration::from_secs(600)
+        {
+            return Err(err("web.idle_timeout", "accepted: 100ms..10m"));
         }
         if self.nvml.deadline.is_zero() {
             return Err(err("nvml.deadline", "must be greater than 0"));

@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Child;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{sample_value, Exporter, Launch};
+use common::{http_get, read_response, sample_value, vm_rss_kib, Exporter, Launch};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::engine::current;
 use gpumem_exporter::exporter::encode;
@@ -456,80 +456,8 @@ fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
         extra,
         sample_interval: None,
         tcp_ingest: true,
+        ..Launch::default()
     })
-}
-
-/// Read one HTTP/1.1 response (Content-Length or chunked framing) from a connection.
-fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut status = 0;
-    let mut len = 0usize;
-    let mut chunked = false;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let l = line.trim_end();
-        if status == 0 {
-            status = l
-                .split(' ')
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-        } else if l.is_empty() {
-            break;
-        } else if let Some((k, v)) = l.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = v.trim().eq_ignore_ascii_case("chunked");
-            }
-        }
-    }
-    if !chunked {
-        let mut body = vec![0; len];
-        r.read_exact(&mut body)?;
-        return Ok((status, body));
-    }
-    let mut body = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line)?;
-        let size = usize::from_str_radix(line.trim_end(), 16).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("chunk size {line:?}"),
-            )
-        })?;
-        let start = body.len();
-        body.resize(start + size, 0);
-        r.read_exact(&mut body[start..])?;
-        line.clear();
-        r.read_line(&mut line)?; // the CRLF after the chunk (or the last, empty line)
-        if size == 0 {
-            return Ok((status, body));
-        }
-    }
-}
-
-fn http_get(port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, Vec<u8>)> {
-    let s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    (&s).write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    read_response(&mut BufReader::new(&s))
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status")
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{parse_listen_address, Config};
+use crate::connections::{fit_fd_limit, Budget, ConnectionCounters, Listener};
 use crate::exporter::http::{self, WebState};
+use crate::exporter::webconfig::WebSecurity;
 use crate::ingest::server::{self as ingest, IngestState, SocketGuard};
 use crate::k8s::pods::KubeResolver;
 use crate::pace::Stop;
@@ -21,6 +23,36 @@ async fn shutdown_signal(stop: Arc<Stop>) {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     stop.set();
+}
+
+/// Each listener's connection budget: the web port, the ingest socket and TCP ingest apart, so
+/// that a flood on one leaves the others their room; together they fit the open-files limit.
+struct Budgets {
+    web: Arc<Budget>,
+    socket: Arc<Budget>,
+    tcp: Arc<Budget>,
+}
+
+impl Budgets {
+    fn new(cfg: &Config, counters: &Arc<ConnectionCounters>) -> Budgets {
+        let (mut web, mut socket) = (cfg.web.max_connections, cfg.ingest.max_connections);
+        let mut tcp = cfg.ingest.max_connections;
+        let mut sized: Vec<(&'static str, &mut usize)> = vec![("web.max_connections", &mut web)];
+        if !cfg.ingest.socket.as_os_str().is_empty() {
+            sized.push(("ingest.max_connections (socket)", &mut socket));
+        }
+        if cfg.ingest.tcp_address().is_some() {
+            sized.push(("ingest.max_connections (TCP)", &mut tcp));
+        }
+        fit_fd_limit(&mut sized);
+        let per_process = cfg.ingest.max_connections_per_process;
+        let budget = |l, n| Budget::new(l, n, per_process, Arc::clone(counters));
+        Budgets {
+            web: budget(Listener::Web, web),
+            socket: budget(Listener::IngestSocket, socket),
+            tcp: budget(Listener::IngestTcp, tcp),
+        }
+    }
 }
 
 pub fn run(cfg: Config) -> anyhow::Result<()> {
@@ -57,6 +89,7 @@ async fn serve(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (web.listen_address): {e}"))?;
     let clock = source_clock(&cfg);
+    let budgets = Budgets::new(&cfg, &shared.counters.connections);
     let ingest_state = IngestState::new(
         Arc::clone(&shared.engine),
         Arc::clone(&shared.counters.ingest),
@@ -75,8 +108,9 @@ async fn serve(
                 _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
                 tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
                 let (state, stopped) = (ingest_state.clone(), shared.stop.wait());
+                let budget = Arc::clone(&budgets.socket);
                 tasks.spawn(async move {
-                    ingest::serve(l, state, stopped)
+                    ingest::serve(l, state, budget, stopped)
                         .await
                         .map_err(anyhow::Error::from)
                 });
@@ -95,9 +129,9 @@ async fn serve(
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
         let bound = l.local_addr().unwrap_or(a);
         tracing::warn!(address = %bound, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
-        let stopped = shared.stop.wait();
+        let (stopped, budget) = (shared.stop.wait(), Arc::clone(&budgets.tcp));
         tasks.spawn(async move {
-            ingest::serve(l, ingest_state, stopped)
+            ingest::serve(l, ingest_state, budget, stopped)
                 .await
                 .map_err(anyhow::Error::from)
         });
@@ -114,8 +148,7 @@ async fn serve(
     // started the exporter (a test, a supervisor) reads it here.
     let bound = listener.local_addr().unwrap_or(addr);
     tracing::info!(address = %bound, path = %cfg.web.telemetry_path, source = source.kind(), "serving metrics");
-    let stopped = shared.stop.wait();
-    match &cfg.web.config_file {
+    let security = match &cfg.web.config_file {
         // TLS and/or basic auth from the web config file (checked at start by validate).
         Some(path) => {
             let security = crate::exporter::webconfig::load(path)
@@ -125,28 +158,16 @@ async fn serve(
                 basic_auth = security.auth.is_some(),
                 "web config loaded"
             );
-            tasks.spawn(async move {
-                crate::exporter::webconfig::serve(listener, web, security, stopped)
-                    .await
-                    .map_err(anyhow::Error::from)
-            });
+            security
         }
-        None => {
-            use axum::serve::ListenerExt;
-            // A scrape is written in chunks as it is encoded: without TCP_NODELAY, Nagle's
-            // algorithm holds the last small segment back for the client's delayed ACK (about
-            // 40 ms a scrape), as the web-config server already avoids.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            tasks.spawn(async move {
-                axum::serve(listener, web)
-                    .with_graceful_shutdown(stopped)
-                    .await
-                    .map_err(anyhow::Error::from)
-            });
-        }
-    }
+        None => WebSecurity::default(),
+    };
+    let (stopped, idle) = (shared.stop.wait(), cfg.web.idle_timeout);
+    tasks.spawn(async move {
+        http::serve(listener, web, security, budgets.web, idle, stopped)
+            .await
+            .map_err(anyhow::Error::from)
+    });
 
     let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock, pods);
     shutdown_signal(Arc::clone(&shared.stop)).await;

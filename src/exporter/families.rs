@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
+use crate::connections::Listener;
 use crate::model::DeviceStats;
 use crate::model::RejectReason;
 use crate::runtime::telemetry::Counters;
@@ -659,6 +660,33 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         &[],
         c.tracked_processes.load(Ordering::Relaxed) as f64,
         sink,
+    )?;
+    sink.family(
+        &gauge(
+            "gpumem_exporter_open_connections",
+            None,
+            "Connections open on each listener (web, ingest_socket, ingest_tcp).",
+        ),
+        &|e| {
+            for l in Listener::ALL {
+                let n = c.connections.of(l).open.load(Ordering::Relaxed);
+                e(&[("listener", Str(l.as_str()))], n as f64)?;
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &counter(
+            "gpumem_exporter_connections_shed_total",
+            "Connections the exporter closed to keep a listener within its budget: idle ones closed to make room, or newcomers refused while every connection was busy.",
+        ),
+        &|e| {
+            for l in Listener::ALL {
+                let n = c.connections.of(l).shed.load(Ordering::Relaxed);
+                e(&[("listener", Str(l.as_str()))], n as f64)?;
+            }
+            Ok(())
+        },
     )?;
     one(
         counter("gpumem_ingest_reports_total", "Allocator reports accepted."),

@@ -1,7 +1,10 @@
-//! The web endpoints: metrics, health, readiness, a landing page and the snapshot as JSON.
+//! The web endpoints: metrics, health, readiness, a landing page and the snapshot as JSON, and
+//! the server that serves them.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -12,6 +15,8 @@ use axum::{Json, Router};
 use tokio::sync::mpsc;
 
 use super::encode;
+use super::webconfig::{self, WebSecurity, HANDSHAKE_TIMEOUT};
+use crate::connections::{serve_connection, Budget};
 use crate::engine::{current, Engine};
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
@@ -33,7 +38,7 @@ pub struct WebState {
 pub const MAX_CONCURRENT_SCRAPES: usize = 8;
 /// A scraper that takes no chunk for this long is dropped, so that slow or stalled clients
 /// cannot keep the encoders busy.
-const CHUNK_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const CHUNK_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Hands the body to the connection in chunks while it is encoded, so a scrape holds about
 /// one chunk of it, not the whole (1.8 MB at 8 GPUs × 64 processes) per connection.
@@ -202,4 +207,62 @@ pub fn router(state: WebState) -> Router {
         .route("/api/v1/snapshot", get(snapshot_json))
         .route("/", get(landing))
         .with_state(state)
+}
+
+/// Serve the web endpoints on `listener`, with the web config's TLS and basic authentication
+/// where `security` has them, until `shutdown` completes. Connections stay within `budget`
+/// (the longest idle one makes room for a newcomer); the request headers must arrive within
+/// `idle_timeout` (`web.idle_timeout`), the TLS handshake within `HANDSHAKE_TIMEOUT`. On
+/// shutdown no new connection is taken, requests in flight finish (a scrape gets its whole
+/// answer or none) and idle keep-alive connections are closed.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    security: WebSecurity,
+    budget: Arc<Budget>,
+    idle_timeout: Duration,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let app = webconfig::protect(app, &security);
+    let acceptor = security.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, as axum::serve does.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(ticket) = budget.admit(None) else {
+            continue;
+        };
+        // A scrape is written in chunks as it is encoded: without TCP_NODELAY, Nagle's
+        // algorithm holds the last small segment back for the client's delayed ACK (about
+        // 40 ms a scrape).
+        let _ = tcp.set_nodelay(true);
+        // Subscribed now, so that shutdown also waits for a handshake in progress.
+        let watcher = graceful.watcher();
+        let app = app.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            match acceptor {
+                Some(a) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, a.accept(tcp)).await {
+                    Ok(Ok(tls)) => serve_connection(tls, app, ticket, idle_timeout, watcher).await,
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                },
+                None => serve_connection(tcp, app, ticket, idle_timeout, watcher).await,
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
