@@ -217,3 +217,55 @@ fn sigterm_stops_cleanly_and_removes_the_socket() {
     assert!(status.success(), "exit status {status:?}");
     assert!(!e.socket.exists(), "socket file left behind");
 }
+
+#[test]
+fn a_second_exporter_on_a_live_socket_refuses_to_start_and_each_removes_only_its_own() {
+    let mut first = Exporter::start(&[]);
+    let mut second = Command::new(BIN)
+        .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
+        .arg("--ingest.socket")
+        .arg(&first.socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = second.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second exporter started on the first one's socket");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let pid = first.child.id().to_string();
+    assert!(
+        err.contains("is in use by another exporter") && err.contains(&pid),
+        "{err}"
+    );
+    // The first still takes reports on its socket.
+    let uuid = first_uuid(&first.metrics());
+    let body = format!(
+        r#"{{"version":1,"devices":[{{"uuid":"{uuid}","allocated_bytes":1,"reserved_bytes":2}}]}}"#
+    );
+    let (status, answer) = post_unix(
+        &first.socket,
+        "/api/v1/report",
+        "application/json",
+        body.as_bytes(),
+    );
+    assert_eq!(status, 202, "{answer}");
+    // A socket it did not make now stands at its path: stopping, it leaves that one alone.
+    std::fs::remove_file(&first.socket).unwrap();
+    let theirs = std::os::unix::net::UnixListener::bind(&first.socket).unwrap();
+    unsafe { libc::kill(first.child.id() as i32, libc::SIGTERM) };
+    assert!(wait_exit(&mut first.child, std::time::Duration::from_secs(20)).success());
+    assert!(first.socket.exists(), "another's socket was removed");
+    drop(theirs);
+}

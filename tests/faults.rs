@@ -9,12 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{http_get, read_response, sample_value, vm_rss_kib, Exporter, Launch};
+use common::{http_get, read_response, sample_value, vm_rss_kib, wait_exit, Exporter, Launch};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::engine::current;
 use gpumem_exporter::exporter::encode;
@@ -458,17 +457,6 @@ fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
         tcp_ingest: true,
         ..Launch::default()
     })
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "did not stop within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A valid report for the GPU `uuid`.

@@ -8,7 +8,8 @@ use crate::config::{parse_listen_address, Config};
 use crate::connections::{fit_fd_limit, Budget, ConnectionCounters, Listener};
 use crate::exporter::http::{self, WebState};
 use crate::exporter::webconfig::WebSecurity;
-use crate::ingest::server::{self as ingest, IngestState, SocketGuard};
+use crate::ingest::server::{self as ingest, IngestState};
+use crate::ingest::socket;
 use crate::k8s::pods::KubeResolver;
 use crate::pace::Stop;
 use crate::runtime::live::{source_clock, spawn_sampler, Shared};
@@ -98,14 +99,15 @@ async fn serve(
     );
     let mut tasks = tokio::task::JoinSet::new();
 
-    let mut _socket_guard = None;
+    let mut _socket = None;
     if !cfg.ingest.socket.as_os_str().is_empty() {
         let mode = u32::from_str_radix(cfg.ingest.socket_mode.trim_start_matches("0o"), 8)?;
         // Metrics matter more than reports: without the socket (no permission for its folder,
-        // say) the exporter still serves, and says loudly what is missing.
-        match ingest::bind_unix(&cfg.ingest.socket, mode) {
-            Ok(l) => {
-                _socket_guard = Some(SocketGuard(cfg.ingest.socket.clone()));
+        // say) the exporter still serves, and says loudly what is missing. A socket another
+        // exporter serves on is different: two exporters on one node is a mistake to stop at.
+        match socket::bind(&cfg.ingest.socket, mode) {
+            Ok((l, owned)) => {
+                _socket = Some(owned);
                 tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
                 let (state, stopped) = (ingest_state.clone(), shared.stop.wait());
                 let budget = Arc::clone(&budgets.socket);
@@ -115,6 +117,7 @@ async fn serve(
                         .map_err(anyhow::Error::from)
                 });
             }
+            Err(e) if e.is::<socket::SocketInUse>() => return Err(e),
             Err(e) => tracing::error!(
                 error = %e,
                 "allocator reports are OFF; choose a writable --ingest.socket, or --ingest.socket= to silence this"

@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -361,40 +360,6 @@ where
     drop(listener);
     graceful.shutdown().await;
     Ok(())
-}
-
-/// Bind the Unix socket with the configured mode, replacing a stale socket file.
-pub fn bind_unix(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("ingest.socket: cannot create {}: {e}", dir.display()))?;
-    }
-    if path.exists() {
-        // Only ever remove a socket, never a file someone put there.
-        use std::os::unix::fs::FileTypeExt;
-        let meta = std::fs::symlink_metadata(path)?;
-        if !meta.file_type().is_socket() {
-            anyhow::bail!(
-                "ingest.socket: {} exists and is not a socket",
-                path.display()
-            );
-        }
-        std::fs::remove_file(path)?;
-    }
-    let l = tokio::net::UnixListener::bind(path)
-        .map_err(|e| anyhow::anyhow!("ingest.socket: cannot bind {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(l)
-}
-
-/// Removes the socket file when the server stops.
-pub struct SocketGuard(pub PathBuf);
-
-impl Drop for SocketGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 #[cfg(test)]

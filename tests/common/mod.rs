@@ -405,3 +405,15 @@ pub fn room_for_open_files(want: u64) {
         "raising the open-files limit to {want}"
     );
 }
+
+/// The exit status of `child`, which must end within `within`.
+pub fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "did not stop within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
