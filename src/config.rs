@@ -93,6 +93,9 @@ pub struct WebConfig {
     /// kept-alive connection too).
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Series one scrape of `/metrics` may hold: the GPUs' and the exporter's own always, then
+    /// whole processes while they fit (a scraper's `sample_limit` fails a larger scrape whole).
+    pub max_series: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -324,6 +327,7 @@ impl Default for WebConfig {
             config_file: None,
             max_connections: 256,
             idle_timeout: Duration::from_secs(30),
+            max_series: 20_000,
         }
     }
 }
@@ -620,6 +624,9 @@ impl Config {
             || self.web.idle_timeout > Duration::from_secs(600)
         {
             return Err(err("web.idle_timeout", "accepted: 100ms..10m"));
+        }
+        if !(100..=10_000_000).contains(&self.web.max_series) {
+            return Err(err("web.max_series", "accepted: 100..10000000"));
         }
         if self.nvml.deadline.is_zero() {
             return Err(err("nvml.deadline", "must be greater than 0"));

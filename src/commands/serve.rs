@@ -146,6 +146,8 @@ async fn serve(
         ready: Arc::clone(&shared.ready),
         telemetry_path: cfg.web.telemetry_path.clone(),
         encoders: Arc::new(tokio::sync::Semaphore::new(http::MAX_CONCURRENT_SCRAPES)),
+        max_series: cfg.web.max_series,
+        budget_logged: Arc::default(),
     });
     // The bound address, not the asked one: with port 0 the system picks it, and whoever
     // started the exporter (a test, a supervisor) reads it here.

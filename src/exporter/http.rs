@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -14,8 +14,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use tokio::sync::mpsc;
 
-use super::encode;
 use super::webconfig::{self, WebSecurity, HANDSHAKE_TIMEOUT};
+use super::{encode, families};
 use crate::connections::{serve_connection, Budget};
 use crate::engine::{current, Engine};
 use crate::runtime::telemetry::Counters;
@@ -31,6 +31,30 @@ pub struct WebState {
     pub telemetry_path: String,
     /// Scrapes being encoded at once (`MAX_CONCURRENT_SCRAPES`).
     pub encoders: Arc<tokio::sync::Semaphore>,
+    /// Series one scrape may hold (`web.max_series`).
+    pub max_series: usize,
+    /// When the series budget last said in the log that it left series out.
+    pub budget_logged: Arc<Mutex<Option<Instant>>>,
+}
+
+/// How often at most the series budget says in the log that it leaves series out.
+const BUDGET_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Count the series the budget left out of a scrape, and say so at most once per interval.
+fn count_dropped(st: &WebState, dropped: u64, served: usize) {
+    st.counters
+        .series_dropped
+        .fetch_add(dropped, Ordering::Relaxed);
+    let mut last = st.budget_logged.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_none_or(|t| t.elapsed() >= BUDGET_LOG_INTERVAL) {
+        *last = Some(Instant::now());
+        tracing::warn!(
+            dropped,
+            processes_served = served,
+            max_series = st.max_series,
+            "series left out of /metrics to stay within web.max_series (the GPUs' series are all served; processes NVML does not list go first)"
+        );
+    }
 }
 
 /// Scrapes encoded at once; more wait for their turn without holding a thread. Each one in
@@ -95,6 +119,7 @@ async fn snapshot(st: &WebState) -> Arc<Snapshot> {
 async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     let engine = Arc::clone(&st.engine);
     let counters = st.counters.clone();
+    let state = st.clone();
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let openmetrics = encode::wants_openmetrics(accept);
     let (tx, rx) = mpsc::channel(2);
@@ -105,7 +130,11 @@ async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     // True once the last chunk is handed over.
     let encoder = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let snap = current(&engine);
+        let (snap, dropped) =
+            families::within_budget(current(&engine), &counters, VERSION, state.max_series);
+        if dropped > 0 {
+            count_dropped(&state, dropped, snap.processes.len());
+        }
         let mut w = ChunkWriter::new(tx, runtime);
         if openmetrics {
             encode::openmetrics(snap, counters, VERSION, &mut w)

@@ -22,6 +22,8 @@ pub struct Counters {
     /// Every listener's open and shed connections.
     pub connections: Arc<ConnectionCounters>,
     pub tracked_processes: AtomicU64,
+    /// Series left out of `/metrics` by the series budget, summed over scrapes.
+    pub series_dropped: AtomicU64,
     sample_errors: Mutex<BTreeMap<(u32, ErrorKind), u64>>,
 }
 
