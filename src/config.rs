@@ -608,15 +608,7 @@ impl Config {
             ));
         }
         parse_listen_address(&self.web.listen_address).map_err(|m| err("web.listen_address", m))?;
-        if !self.web.telemetry_path.starts_with('/') || self.web.telemetry_path.len() < 2 {
-            return Err(err(
-                "web.telemetry_path",
-                format!(
-                    "`{}` must be an absolute path other than `/`, e.g. /metrics",
-                    self.web.telemetry_path
-                ),
-            ));
-        }
+        check_telemetry_path(&self.web.telemetry_path).map_err(|m| err("web.telemetry_path", m))?;
         if !(1..=65_536).contains(&self.web.max_connections) {
             return Err(err("web.max_connections", "accepted: 1..65536"));
         }
@@ -793,6 +785,32 @@ impl Config {
     }
 }
 
+/// The web endpoints besides the telemetry path, which it must leave to them.
+pub const WEB_ROUTES: [&str; 4] = ["/", "/-/healthy", "/-/ready", "/api/v1/snapshot"];
+
+/// A telemetry path the router takes as a plain path: absolute, none of the other endpoints,
+/// and nothing the router would read as a parameter (`{id}`, `*rest`, or the older `:id`).
+fn check_telemetry_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!("`{p}` must be an absolute path, e.g. /metrics"));
+    }
+    if WEB_ROUTES.contains(&p) {
+        return Err(format!(
+            "`{p}` is the path of another endpoint ({}); choose another, e.g. /metrics",
+            WEB_ROUTES.join(", ")
+        ));
+    }
+    if let Some(c) = p
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~/".contains(*c)))
+    {
+        return Err(format!(
+            "`{p}` holds `{c}`; accepted: letters, digits, `-`, `.`, `_`, `~` and `/`, e.g. /metrics"
+        ));
+    }
+    Ok(())
+}
+
 /// `:10049`, `0.0.0.0:10049`, `[::1]:10049`, `localhost:10049`. A bare port listens on all
 /// interfaces, as Prometheus exporters do.
 pub fn parse_listen_address(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -886,6 +904,26 @@ mod tests {
     fn yaml_round_trips() {
         let c = Config::default();
         assert_eq!(Config::from_yaml(&c.to_yaml()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_telemetry_path_leaves_the_other_endpoints_alone() {
+        for bad in [
+            "/",
+            "/-/healthy",
+            "/-/ready",
+            "/api/v1/snapshot",
+            "metrics",
+            "/:id",
+        ] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+        for bad in ["/{id}", "/*rest", "/a b", "/m?x=1", "/%41"] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+        for good in ["/metrics", "/gpu-metrics", "/a/b_c.d~e/", "/-/metrics"] {
+            check_telemetry_path(good).unwrap();
+        }
     }
 
     #[test]

@@ -269,3 +269,33 @@ fn a_second_exporter_on_a_live_socket_refuses_to_start_and_each_removes_only_its
     assert!(first.socket.exists(), "another's socket was removed");
     drop(theirs);
 }
+
+#[test]
+fn a_telemetry_path_that_clashes_with_another_endpoint_is_a_usage_error() {
+    for path in ["/-/healthy", "/api/v1/snapshot", "/:id", "/{id}"] {
+        for print in [false, true] {
+            let mut c = Command::new(BIN);
+            c.args([
+                "--source",
+                "sim",
+                "--web.listen-address",
+                "127.0.0.1:0",
+                "--ingest.socket=",
+                "--web.telemetry-path",
+                path,
+            ]);
+            if print {
+                c.arg("--print-config");
+            }
+            let out = c.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+            assert!(
+                err.contains("--web.telemetry-path")
+                    && err.contains(path)
+                    && !err.contains("panicked"),
+                "{path}: {err}"
+            );
+        }
+    }
+}

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::webconfig::{self, WebSecurity, HANDSHAKE_TIMEOUT};
 use super::{encode, families};
+use crate::config::WEB_ROUTES;
 use crate::connections::{serve_connection, Budget};
 use crate::engine::{current, Engine};
 use crate::runtime::telemetry::Counters;
@@ -228,13 +229,16 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The endpoints. The telemetry path is one the configuration accepted: it takes none of the
+/// other routes and holds nothing the router reads as a parameter (either would panic here).
 pub fn router(state: WebState) -> Router {
+    let [landing_path, healthy_path, ready_path, snapshot_path] = WEB_ROUTES;
     Router::new()
         .route(&state.telemetry_path.clone(), get(metrics))
-        .route("/-/healthy", get(healthy))
-        .route("/-/ready", get(ready))
-        .route("/api/v1/snapshot", get(snapshot_json))
-        .route("/", get(landing))
+        .route(healthy_path, get(healthy))
+        .route(ready_path, get(ready))
+        .route(snapshot_path, get(snapshot_json))
+        .route(landing_path, get(landing))
         .with_state(state)
 }
 
@@ -294,4 +298,48 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn state(telemetry_path: &str) -> WebState {
+        let cfg = Config::default();
+        WebState {
+            engine: Arc::new(Mutex::new(Engine::new(&cfg, "test"))),
+            counters: Arc::default(),
+            ready: Arc::default(),
+            telemetry_path: telemetry_path.into(),
+            encoders: Arc::new(tokio::sync::Semaphore::new(1)),
+            max_series: cfg.web.max_series,
+            budget_logged: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_telemetry_path_the_configuration_accepts_makes_a_router_and_a_clash_is_refused() {
+        let accepted = |p: &str| {
+            let mut c = Config::default();
+            c.web.telemetry_path = p.into();
+            c.validate().is_ok()
+        };
+        for p in [
+            "/metrics",
+            "/gpu-metrics",
+            "/-/metrics",
+            "/a/b_c.d~e/",
+            "/metrics/",
+        ] {
+            assert!(accepted(p), "{p}");
+            let _ = router(state(p));
+        }
+        for p in WEB_ROUTES
+            .into_iter()
+            .chain(["/:id", "/{id}", "/*rest", "/api/{v}", "metrics"])
+        {
+            assert!(!accepted(p), "{p} would clash with a route or panic");
+        }
+    }
 }
