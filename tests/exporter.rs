@@ -299,3 +299,26 @@ fn a_telemetry_path_that_clashes_with_another_endpoint_is_a_usage_error() {
         }
     }
 }
+
+#[test]
+fn sighup_is_logged_and_ignored_and_sigterm_still_stops_cleanly() {
+    let mut e = Exporter::start(&[]);
+    let pid = e.child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !e.log().contains("SIGHUP ignored") {
+        assert!(
+            e.child.try_wait().unwrap().is_none(),
+            "SIGHUP ended the exporter:\n{}",
+            e.log()
+        );
+        assert!(std::time::Instant::now() < deadline, "{}", e.log());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(e.metrics().contains("gpumem_used_bytes"));
+    assert!(e.socket.exists());
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = wait_exit(&mut e.child, std::time::Duration::from_secs(20));
+    assert!(status.success(), "exit status {status:?}");
+    assert!(!e.socket.exists(), "socket file left behind");
+}

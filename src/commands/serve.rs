@@ -1,5 +1,5 @@
 //! `serve`, the exporter itself: binds the web and ingest endpoints, starts the live runtime's
-//! sampler, and stops cleanly on SIGTERM.
+//! sampler, and stops cleanly on SIGTERM (SIGHUP is logged and ignored).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,15 +15,45 @@ use crate::pace::Stop;
 use crate::runtime::live::{source_clock, spawn_sampler, Shared};
 use crate::source::{self, Source};
 
-async fn shutdown_signal(stop: Arc<Stop>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+/// The signals the exporter answers, installed before anything is bound so that none comes
+/// too early to be heard.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
-    stop.set();
+
+    /// Until SIGTERM or SIGINT, then stop. SIGHUP, whose default action would end the exporter
+    /// without a word and leave its socket behind, is answered in the log: the configuration
+    /// (and the web config file) are read at start only.
+    async fn stop_on_signal(mut self, stop: Arc<Stop>) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => {
+                    tracing::info!("SIGTERM: shutting down");
+                    break;
+                }
+                _ = self.int.recv() => {
+                    tracing::info!("SIGINT: shutting down");
+                    break;
+                }
+                _ = self.hup.recv() => tracing::warn!(
+                    "SIGHUP ignored: the configuration is read at start only; restart the exporter to change it"
+                ),
+            }
+        }
+        stop.set();
+    }
 }
 
 /// Each listener's connection budget: the web port, the ingest socket and TCP ingest apart, so
@@ -84,6 +114,7 @@ async fn serve(
     shared: Shared,
     pods: Option<KubeResolver>,
 ) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let addr = parse_listen_address(&cfg.web.listen_address)
         .map_err(|m| anyhow::anyhow!("web.listen_address: {m}"))?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -175,7 +206,7 @@ async fn serve(
     });
 
     let sampler = spawn_sampler(shared.clone(), source, cfg.sample_interval, clock, pods);
-    shutdown_signal(Arc::clone(&shared.stop)).await;
+    signals.stop_on_signal(Arc::clone(&shared.stop)).await;
     // In-flight requests finish; a scrape during shutdown gets a whole answer or none.
     while let Some(r) = tasks.join_next().await {
         if let Ok(Err(e)) = r {
