@@ -322,3 +322,51 @@ fn sighup_is_logged_and_ignored_and_sigterm_still_stops_cleanly() {
     assert!(status.success(), "exit status {status:?}");
     assert!(!e.socket.exists(), "socket file left behind");
 }
+
+#[test]
+fn metrics_are_gzipped_when_the_scraper_asks() {
+    use std::io::Read;
+    let e = Exporter::start(&[]);
+    let c = reqwest::blocking::Client::new();
+    let get = |accept: &str, encoding: &str| {
+        let r = c
+            .get(e.url("/metrics"))
+            .header("Accept", accept)
+            .header("Accept-Encoding", encoding)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let gzipped = r
+            .headers()
+            .get("content-encoding")
+            .is_some_and(|v| v == "gzip");
+        assert_eq!(r.headers()["vary"], "accept-encoding");
+        (gzipped, r.bytes().unwrap().to_vec())
+    };
+    let openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;q=0.5";
+    for (accept, ends) in [("text/plain", "\n"), (openmetrics, "# EOF\n")] {
+        // What Prometheus sends.
+        let (gzipped, body) = get(accept, "gzip");
+        assert!(gzipped, "{accept}");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut text)
+            .expect("a whole gzip stream");
+        assert!(text.contains("\ngpumem_used_bytes{"), "{text}");
+        assert!(text.ends_with(ends));
+        assert!(
+            body.len() * 3 < text.len(),
+            "{} -> {}",
+            text.len(),
+            body.len()
+        );
+        // Not asked, or refused: plain.
+        for encoding in ["identity", "gzip;q=0"] {
+            let (gzipped, body) = get(accept, encoding);
+            assert!(!gzipped);
+            assert!(String::from_utf8(body)
+                .unwrap()
+                .contains("gpumem_used_bytes"));
+        }
+    }
+}
