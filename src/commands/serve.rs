@@ -151,7 +151,7 @@ async fn serve(
             Err(e) if e.is::<socket::SocketInUse>() => return Err(e),
             Err(e) => tracing::error!(
                 error = %e,
-                "allocator reports are OFF; choose a writable --ingest.socket, or --ingest.socket= to silence this"
+                "allocator reports are OFF; choose a writable --ingest.socket (e.g. /tmp/gpumem.sock, and GPUMEM_INGEST_SOCKET=/tmp/gpumem.sock for the clients), or --ingest.socket= to silence this"
             ),
         }
     }
