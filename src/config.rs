@@ -560,7 +560,16 @@ impl Config {
             } else {
                 path
             };
-            err(&field, e.into_inner().to_string())
+            let mut message = e.into_inner().to_string();
+            // The YAML parser puts the path where it stopped in front of its message; the
+            // field already names it.
+            if let Some((at, rest)) = message.split_once(": ") {
+                let within = |sep: &str| field.starts_with(&format!("{at}{sep}"));
+                if at == field || within(".") || within("[") {
+                    message = rest.to_string();
+                }
+            }
+            err(&field, message)
         })
     }
 
@@ -858,6 +867,25 @@ mod tests {
     fn bad_duration_is_named() {
         let e = Config::from_yaml("sample_interval: fast\n").unwrap_err();
         assert_eq!(e.field, "sample_interval");
+    }
+
+    #[test]
+    fn a_yaml_error_names_the_field_once() {
+        for (yaml, field) in [
+            ("web:\n  listen_address: [1]\n", "web.listen_address"),
+            ("web:\n  listen_addres: x\n", "web.listen_addres"),
+            ("sample_interval: fast\n", "sample_interval"),
+            (
+                "sim:\n  gpus:\n    - scenario: nope\n",
+                "sim.gpus[0].scenario",
+            ),
+        ] {
+            let e = Config::from_yaml(yaml).unwrap_err();
+            assert_eq!(e.field, field);
+            let text = e.to_string();
+            assert_eq!(text.matches(field).count(), 1, "{text}");
+            assert!(text.contains("line"), "where it is stays said: {text}");
+        }
     }
 
     #[test]

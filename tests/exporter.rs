@@ -370,3 +370,39 @@ fn metrics_are_gzipped_when_the_scraper_asks() {
         }
     }
 }
+
+#[test]
+fn a_newcomers_mistakes_get_the_range_the_default_and_the_field_once() {
+    // A negative interval is a value out of range, not an unknown flag.
+    for v in ["-1s", "-1"] {
+        let out = Command::new(BIN)
+            .args(["--sample-interval", v])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--sample-interval") && err.contains("10ms..60s"),
+            "{v}: {err}"
+        );
+    }
+    // The simulator's scenarios show their default.
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("[default: steady,leak,oom,frag,shared]"),
+        "{help}"
+    );
+    // A YAML error names its field once.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "web:\n  listen_address: [1]\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("web.listen_address").count(), 1, "{err}");
+}
