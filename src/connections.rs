@@ -259,7 +259,7 @@ pub struct Ticket {
 
 impl Ticket {
     /// Resolves when the budget closed this connection to make room for a newer one.
-    async fn closed(&mut self) {
+    pub async fn closed(&mut self) {
         let _ = (&mut self.closed).await;
     }
 }

@@ -5,31 +5,12 @@
 mod common;
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
 
 /// What a liveness check allows an answer under a flood, on a loaded two-core machine.
 const ANSWER_WITHIN: Duration = Duration::from_secs(3);
-
-/// Open up to `n` connections to `port`, sending `first` on each and keeping them; stops early
-/// when a connection cannot be made within 2 s (a server that accepts no more).
-fn flood(port: u16, n: usize, first: &[u8]) -> Vec<TcpStream> {
-    let addr = ([127, 0, 0, 1], port).into();
-    let mut held = Vec::with_capacity(n);
-    for _ in 0..n {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-            Ok(mut s) => {
-                // A connection the exporter already closed may refuse the byte: that is fine.
-                let _ = s.write_all(first);
-                held.push(s);
-            }
-            Err(_) => break,
-        }
-    }
-    held
-}
 
 /// A valid report over the socket, answered within `ANSWER_WITHIN`.
 fn report_over_socket(e: &Exporter, uuid: &str) -> (u16, String) {

@@ -313,7 +313,7 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let Ok(ticket) = budget.admit(None) else {
+        let Ok(mut ticket) = budget.admit(None) else {
             continue;
         };
         // A scrape is written in chunks as it is encoded: without TCP_NODELAY, Nagle's
@@ -325,13 +325,20 @@ pub async fn serve(
         let app = app.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            match acceptor {
-                Some(a) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, a.accept(tcp)).await {
-                    Ok(Ok(tls)) => serve_connection(tls, app, ticket, idle_timeout, watcher).await,
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                },
-                None => serve_connection(tcp, app, ticket, idle_timeout, watcher).await,
+            let Some(a) = acceptor else {
+                return serve_connection(tcp, app, ticket, idle_timeout, watcher).await;
+            };
+            // A handshake is idle time too: closed when its place is needed, or the stalled
+            // handshakes of a flood would hold descriptors past the budget.
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, a.accept(tcp));
+            let tls = tokio::select! {
+                r = handshake => r,
+                () = ticket.closed() => return,
+            };
+            match tls {
+                Ok(Ok(tls)) => serve_connection(tls, app, ticket, idle_timeout, watcher).await,
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
         });
     }

@@ -417,3 +417,21 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatu
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Open up to `n` connections to `port`, sending `first` on each and keeping them; stops early
+/// when a connection cannot be made within 2 s (a server that accepts no more).
+pub fn flood(port: u16, n: usize, first: &[u8]) -> Vec<TcpStream> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(mut s) => {
+                // A connection the exporter already closed may refuse the byte: that is fine.
+                let _ = s.write_all(first);
+                held.push(s);
+            }
+            Err(_) => break,
+        }
+    }
+    held
+}
