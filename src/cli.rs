@@ -309,8 +309,18 @@ mod tests {
 
     #[test]
     fn a_bad_flag_value_names_the_flag() {
-        let e = config(&["--sample-interval", "5ms"]).unwrap_err();
-        assert_eq!(e.field, "--sample-interval");
+        // Out of range, negative too: the command line says the range.
+        for v in ["5ms", "-1s", "-1"] {
+            let e = Cli::try_parse_from(["gpumem-exporter", "--sample-interval", v])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--sample-interval") && e.contains("accepted: 10ms..60s"),
+                "{v}: {e}"
+            );
+        }
+        let e = config(&["--replay.speed", "-2"]).unwrap_err();
+        assert_eq!(e.field, "--replay.speed");
         let e = config(&["--source", "gpu"]).unwrap_err();
         assert_eq!(e.field, "--source");
         assert!(e.to_string().contains("sim"));

@@ -86,6 +86,16 @@ pub struct WebConfig {
     /// TLS and basic authentication for the web endpoints, in the Prometheus exporter-toolkit
     /// format (docs/security.md). None: plain HTTP, no authentication.
     pub config_file: Option<PathBuf>,
+    /// Open connections on the web port. A full port closes its longest idle connection to
+    /// let a new one in; it refuses one only while every connection is in a request.
+    pub max_connections: usize,
+    /// A connection that sends no complete request headers for this long is closed (an idle
+    /// kept-alive connection too).
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Series one scrape of `/metrics` may hold: the GPUs' and the exporter's own always, then
+    /// whole processes while they fit (a scraper's `sample_limit` fails a larger scrape whole).
+    pub max_series: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,7 +223,8 @@ pub struct IngestConfig {
     pub listing_grace: Duration,
     /// Reports per second one process may send (bursts of twice as many); more get 429.
     pub max_reports_per_second: u32,
-    /// Open connections on the ingest endpoints, in all and per sending process.
+    /// Open connections on each ingest endpoint (the socket and TCP have a budget each), in all
+    /// and, on the socket, per sending process.
     pub max_connections: usize,
     pub max_connections_per_process: usize,
     /// A connection that sends no complete request headers for this long is closed (an idle
@@ -314,6 +325,9 @@ impl Default for WebConfig {
             listen_address: ":10049".into(),
             telemetry_path: "/metrics".into(),
             config_file: None,
+            max_connections: 256,
+            idle_timeout: Duration::from_secs(30),
+            max_series: 20_000,
         }
     }
 }
@@ -546,7 +560,16 @@ impl Config {
             } else {
                 path
             };
-            err(&field, e.into_inner().to_string())
+            let mut message = e.into_inner().to_string();
+            // The YAML parser puts the path where it stopped in front of its message; the
+            // field already names it.
+            if let Some((at, rest)) = message.split_once(": ") {
+                let within = |sep: &str| field.starts_with(&format!("{at}{sep}"));
+                if at == field || within(".") || within("[") {
+                    message = rest.to_string();
+                }
+            }
+            err(&field, message)
         })
     }
 
@@ -594,14 +617,17 @@ impl Config {
             ));
         }
         parse_listen_address(&self.web.listen_address).map_err(|m| err("web.listen_address", m))?;
-        if !self.web.telemetry_path.starts_with('/') || self.web.telemetry_path.len() < 2 {
-            return Err(err(
-                "web.telemetry_path",
-                format!(
-                    "`{}` must be an absolute path other than `/`, e.g. /metrics",
-                    self.web.telemetry_path
-                ),
-            ));
+        check_telemetry_path(&self.web.telemetry_path).map_err(|m| err("web.telemetry_path", m))?;
+        if !(1..=65_536).contains(&self.web.max_connections) {
+            return Err(err("web.max_connections", "accepted: 1..65536"));
+        }
+        if self.web.idle_timeout < Duration::from_millis(100)
+            || self.web.idle_timeout > Duration::from_secs(600)
+        {
+            return Err(err("web.idle_timeout", "accepted: 100ms..10m"));
+        }
+        if !(100..=10_000_000).contains(&self.web.max_series) {
+            return Err(err("web.max_series", "accepted: 100..10000000"));
         }
         if self.nvml.deadline.is_zero() {
             return Err(err("nvml.deadline", "must be greater than 0"));
@@ -768,6 +794,32 @@ impl Config {
     }
 }
 
+/// The web endpoints besides the telemetry path, which it must leave to them.
+pub const WEB_ROUTES: [&str; 4] = ["/", "/-/healthy", "/-/ready", "/api/v1/snapshot"];
+
+/// A telemetry path the router takes as a plain path: absolute, none of the other endpoints,
+/// and nothing the router would read as a parameter (`{id}`, `*rest`, or the older `:id`).
+fn check_telemetry_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!("`{p}` must be an absolute path, e.g. /metrics"));
+    }
+    if WEB_ROUTES.contains(&p) {
+        return Err(format!(
+            "`{p}` is the path of another endpoint ({}); choose another, e.g. /metrics",
+            WEB_ROUTES.join(", ")
+        ));
+    }
+    if let Some(c) = p
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~/".contains(*c)))
+    {
+        return Err(format!(
+            "`{p}` holds `{c}`; accepted: letters, digits, `-`, `.`, `_`, `~` and `/`, e.g. /metrics"
+        ));
+    }
+    Ok(())
+}
+
 /// `:10049`, `0.0.0.0:10049`, `[::1]:10049`, `localhost:10049`. A bare port listens on all
 /// interfaces, as Prometheus exporters do.
 pub fn parse_listen_address(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -818,6 +870,25 @@ mod tests {
     }
 
     #[test]
+    fn a_yaml_error_names_the_field_once() {
+        for (yaml, field) in [
+            ("web:\n  listen_address: [1]\n", "web.listen_address"),
+            ("web:\n  listen_addres: x\n", "web.listen_addres"),
+            ("sample_interval: fast\n", "sample_interval"),
+            (
+                "sim:\n  gpus:\n    - scenario: nope\n",
+                "sim.gpus[0].scenario",
+            ),
+        ] {
+            let e = Config::from_yaml(yaml).unwrap_err();
+            assert_eq!(e.field, field);
+            let text = e.to_string();
+            assert_eq!(text.matches(field).count(), 1, "{text}");
+            assert!(text.contains("line"), "where it is stays said: {text}");
+        }
+    }
+
+    #[test]
     fn interval_range_is_enforced() {
         let c = Config {
             sample_interval: Duration::from_millis(5),
@@ -861,6 +932,26 @@ mod tests {
     fn yaml_round_trips() {
         let c = Config::default();
         assert_eq!(Config::from_yaml(&c.to_yaml()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_telemetry_path_leaves_the_other_endpoints_alone() {
+        for bad in [
+            "/",
+            "/-/healthy",
+            "/-/ready",
+            "/api/v1/snapshot",
+            "metrics",
+            "/:id",
+        ] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+        for bad in ["/{id}", "/*rest", "/a b", "/m?x=1", "/%41"] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+        for good in ["/metrics", "/gpu-metrics", "/a/b_c.d~e/", "/-/metrics"] {
+            check_telemetry_path(good).unwrap();
+        }
     }
 
     #[test]

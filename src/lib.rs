@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connections;
 pub mod engine;
 pub mod exporter;
 pub mod history;

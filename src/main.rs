@@ -22,6 +22,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.global.print_config || !matches!(cli.command, None | Some(Command::Serve(_))) {
+        commands::end_quietly_on_a_closed_stdout();
+    }
     if cli.global.print_config {
         print!("{}", cfg.to_yaml());
         return ExitCode::SUCCESS;

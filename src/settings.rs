@@ -35,6 +35,8 @@ pub enum Value {
     Text,
     /// A duration: 1s, 250ms, 2m.
     Duration,
+    /// A sampling interval: a duration within 10ms..60s.
+    Interval,
     /// A number.
     Number,
     /// One of these.
@@ -117,7 +119,7 @@ pub static SETTINGS: &[Setting] = &[
         flag: "sample-interval",
         key: "sample_interval",
         value_name: "DURATION",
-        value: Value::Duration,
+        value: Value::Interval,
         help: "Time between samples, 10ms..60s",
         scope: PACE,
         shown: |c| show_duration(c.sample_interval),
@@ -146,7 +148,16 @@ pub static SETTINGS: &[Setting] = &[
         value: Value::Text,
         help: concat!("Simulator scenarios, one GPU each: ", scenarios!()),
         scope: SOURCE,
-        shown: |_| None,
+        shown: |c| {
+            let names: Vec<String> = c
+                .sim
+                .gpus
+                .iter()
+                .filter_map(|g| serde_json::to_value(g.scenario).ok())
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            Some(names.join(","))
+        },
         apply: |c, v| {
             let mut gpus = Vec::new();
             for name in v.split(',') {
@@ -314,14 +325,24 @@ impl Setting {
         match self.value {
             Value::Switch => arg.action(ArgAction::SetTrue),
             Value::Text => arg.value_name(self.value_name),
+            // A value may start with `-` (`--sample-interval -1s`): refused for what it is,
+            // not taken for an unknown flag.
             Value::Duration => arg
                 .value_name(self.value_name)
+                .allow_hyphen_values(true)
                 .value_parser(|s: &str| crate::units::parse_duration(s).map(|_| s.to_string())),
-            Value::Number => arg.value_name(self.value_name).value_parser(|s: &str| {
-                s.parse::<f64>()
-                    .map(|_| s.to_string())
-                    .map_err(|e| e.to_string())
-            }),
+            Value::Interval => arg
+                .value_name(self.value_name)
+                .allow_hyphen_values(true)
+                .value_parser(|s: &str| crate::units::parse_interval(s).map(|_| s.to_string())),
+            Value::Number => arg
+                .value_name(self.value_name)
+                .allow_hyphen_values(true)
+                .value_parser(|s: &str| {
+                    s.parse::<f64>()
+                        .map(|_| s.to_string())
+                        .map_err(|e| e.to_string())
+                }),
             Value::Choice(choices) => arg
                 .value_name(self.value_name)
                 .value_parser(clap::builder::PossibleValuesParser::new(choices)),

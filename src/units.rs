@@ -10,19 +10,34 @@ pub const GIB: f64 = 1073741824.0;
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Seconds written as a number (`90`, `2.5`) or a duration (`90s`, `2m`, `500ms`); not negative.
-fn seconds(s: &str) -> Result<f64, String> {
+/// Seconds written as a number (`90`, `2.5`, `-1`) or a duration (`90s`, `2m`, `500ms`,
+/// `-1s`), of either sign: only the writing is checked here.
+fn signed_seconds(s: &str) -> Result<f64, String> {
     let s = s.trim();
     let v = match s.parse::<f64>() {
         Ok(v) => v,
-        Err(_) => humantime::parse_duration(s)
-            .map(|d| d.as_secs_f64())
-            .map_err(|_| format!("`{s}` is not a duration such as 500ms, 1s, 2m or 2.5"))?,
+        Err(_) => {
+            let (sign, magnitude) = match s.strip_prefix('-') {
+                Some(rest) => (-1.0, rest),
+                None => (1.0, s),
+            };
+            humantime::parse_duration(magnitude)
+                .map(|d| sign * d.as_secs_f64())
+                .map_err(|_| format!("`{s}` is not a duration such as 500ms, 1s, 2m or 2.5"))?
+        }
     };
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: must not be negative"));
+    if !v.is_finite() {
+        return Err(format!("`{s}` is not a finite number of seconds"));
     }
     Ok(v)
+}
+
+/// Seconds, not negative.
+fn seconds(s: &str) -> Result<f64, String> {
+    match signed_seconds(s)? {
+        v if v < 0.0 => Err(format!("`{}`: must not be negative", s.trim())),
+        v => Ok(v),
+    }
 }
 
 /// A duration, zero included (`--replay.report-interval 0s`: every recorded sample).
@@ -38,13 +53,17 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A sampling interval within what the exporter accepts.
+/// A sampling interval within what the exporter accepts; any value outside it, negative
+/// included, is answered with the range.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = Duration::from_secs_f64(parse_seconds(s)?);
-    if d < MIN_INTERVAL || d > MAX_INTERVAL {
-        return Err(format!("`{s}` is out of range; accepted: 0.01..60 seconds"));
+    let v = signed_seconds(s)?;
+    if v < MIN_INTERVAL.as_secs_f64() || v > MAX_INTERVAL.as_secs_f64() {
+        return Err(format!(
+            "`{}` is out of range; accepted: 10ms..60s (0.01..60 seconds)",
+            s.trim()
+        ));
     }
-    Ok(d)
+    Ok(Duration::from_secs_f64(v))
 }
 
 #[cfg(test)]
@@ -62,5 +81,12 @@ mod tests {
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
         assert!(parse_interval("5ms").unwrap_err().contains("out of range"));
+        for v in ["-1s", "-1", "0", "61s"] {
+            let e = parse_interval(v).unwrap_err();
+            assert!(e.contains("out of range; accepted: 10ms..60s"), "{v}: {e}");
+        }
+        assert!(parse_duration("-2m")
+            .unwrap_err()
+            .contains("must not be negative"));
     }
 }

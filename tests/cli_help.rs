@@ -130,3 +130,87 @@ fn the_readme_lists_every_flag_with_its_default() {
         }
     }
 }
+
+fn readme() -> String {
+    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+}
+
+/// The README's first command, as a user without root runs it: allocator reports are on.
+#[test]
+fn the_readmes_quick_start_takes_reports_as_a_user_without_root() {
+    use std::os::unix::process::CommandExt;
+    let readme = readme();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run --release -- "))
+        .expect("the quick start's command");
+    let command = line.split('#').next().unwrap();
+    let mut args: Vec<String> = command
+        .split_whitespace()
+        .skip(4)
+        .map(str::to_string)
+        .collect();
+    let at = args
+        .iter()
+        .position(|a| a == "--ingest.socket")
+        .expect("the quick start names a socket a user can create");
+    let socket = PathBuf::from(&args[at + 1]);
+    let dir = socket.parent().unwrap();
+    assert!(
+        !socket.starts_with("/run"),
+        "{}: only root may create it",
+        socket.display()
+    );
+    // The same folder, a fresh name: nothing else running from the quick start is disturbed.
+    let mine = dir.join(format!("gpumem-readme-{}.sock", std::process::id()));
+    args[at + 1] = mine.display().to_string();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut c = Command::new(BIN);
+    c.args(&args)
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().unwrap());
+    // Run as `nobody` where the test runs as root.
+    if unsafe { libc::geteuid() } == 0 {
+        c.uid(65534).gid(65534);
+    }
+    let mut child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let text = loop {
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        if text.contains("serving metrics") || child.try_wait().unwrap().is_some() {
+            break text;
+        }
+        if std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&mine);
+    assert!(
+        text.contains("ingest listening") && !text.contains("allocator reports are OFF"),
+        "{text}"
+    );
+}
+
+/// The README says when the forecast series appear, in the configuration's own defaults.
+#[test]
+fn the_readme_says_when_the_forecast_series_appear() {
+    let a = gpumem_exporter::config::Config::default().analysis;
+    let s = |d: std::time::Duration| format!("{} s", d.as_secs());
+    let readme = readme();
+    for want in [
+        format!(
+            "`analysis.warmup` + `analysis.leak_min_span` ({} + {})",
+            s(a.warmup),
+            s(a.leak_min_span)
+        ),
+        format!("`analysis.eta_min_span` ({})", s(a.eta_min_span)),
+        format!("`analysis.eta_warmup` ({})", s(a.eta_warmup)),
+    ] {
+        let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&want), "README.md should say {want}");
+    }
+}

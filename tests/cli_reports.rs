@@ -828,3 +828,44 @@ fn bad_flags_fail_with_status_2_before_sampling() {
     }
     assert!(!Path::new(&o).exists());
 }
+
+/// Run `args` with a standard output whose reading end is already closed: every write to it
+/// fails, as under `| head -1` once head has its line.
+fn run_into_a_closed_pipe(args: &[&str]) -> Output {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: the writing end is ours alone; Stdio takes it over.
+    let write_end = unsafe { Stdio::from_raw_fd(fds[1]) };
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(write_end)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let a = profile_tagged(&dir, "d1-steady.jsonl", &["config=base"], "a.json");
+    let b = profile_tagged(&dir, "d1-oom.jsonl", &["config=big"], "b.json");
+    for args in [
+        vec!["compare", a.as_str(), b.as_str()],
+        vec!["compare", a.as_str(), b.as_str(), "--json"],
+        vec!["replay", &trace("d1-steady.jsonl")],
+        vec!["--print-config"],
+    ] {
+        let r = run_into_a_closed_pipe(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.trim().is_empty(), "{args:?} said: {err}");
+        assert!(
+            r.status.success() || r.status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {:?}",
+            r.status
+        );
+    }
+}

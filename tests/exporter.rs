@@ -217,3 +217,192 @@ fn sigterm_stops_cleanly_and_removes_the_socket() {
     assert!(status.success(), "exit status {status:?}");
     assert!(!e.socket.exists(), "socket file left behind");
 }
+
+#[test]
+fn a_second_exporter_on_a_live_socket_refuses_to_start_and_each_removes_only_its_own() {
+    let mut first = Exporter::start(&[]);
+    let mut second = Command::new(BIN)
+        .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
+        .arg("--ingest.socket")
+        .arg(&first.socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = second.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second exporter started on the first one's socket");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let pid = first.child.id().to_string();
+    assert!(
+        err.contains("is in use by another exporter") && err.contains(&pid),
+        "{err}"
+    );
+    // The first still takes reports on its socket.
+    let uuid = first_uuid(&first.metrics());
+    let body = format!(
+        r#"{{"version":1,"devices":[{{"uuid":"{uuid}","allocated_bytes":1,"reserved_bytes":2}}]}}"#
+    );
+    let (status, answer) = post_unix(
+        &first.socket,
+        "/api/v1/report",
+        "application/json",
+        body.as_bytes(),
+    );
+    assert_eq!(status, 202, "{answer}");
+    // A socket it did not make now stands at its path: stopping, it leaves that one alone.
+    std::fs::remove_file(&first.socket).unwrap();
+    let theirs = std::os::unix::net::UnixListener::bind(&first.socket).unwrap();
+    unsafe { libc::kill(first.child.id() as i32, libc::SIGTERM) };
+    assert!(wait_exit(&mut first.child, std::time::Duration::from_secs(20)).success());
+    assert!(first.socket.exists(), "another's socket was removed");
+    drop(theirs);
+}
+
+#[test]
+fn a_telemetry_path_that_clashes_with_another_endpoint_is_a_usage_error() {
+    for path in ["/-/healthy", "/api/v1/snapshot", "/:id", "/{id}"] {
+        for print in [false, true] {
+            let mut c = Command::new(BIN);
+            c.args([
+                "--source",
+                "sim",
+                "--web.listen-address",
+                "127.0.0.1:0",
+                "--ingest.socket=",
+                "--web.telemetry-path",
+                path,
+            ]);
+            if print {
+                c.arg("--print-config");
+            }
+            let out = c.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+            assert!(
+                err.contains("--web.telemetry-path")
+                    && err.contains(path)
+                    && !err.contains("panicked"),
+                "{path}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sighup_is_logged_and_ignored_and_sigterm_still_stops_cleanly() {
+    let mut e = Exporter::start(&[]);
+    let pid = e.child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !e.log().contains("SIGHUP ignored") {
+        assert!(
+            e.child.try_wait().unwrap().is_none(),
+            "SIGHUP ended the exporter:\n{}",
+            e.log()
+        );
+        assert!(std::time::Instant::now() < deadline, "{}", e.log());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(e.metrics().contains("gpumem_used_bytes"));
+    assert!(e.socket.exists());
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = wait_exit(&mut e.child, std::time::Duration::from_secs(20));
+    assert!(status.success(), "exit status {status:?}");
+    assert!(!e.socket.exists(), "socket file left behind");
+}
+
+#[test]
+fn metrics_are_gzipped_when_the_scraper_asks() {
+    use std::io::Read;
+    let e = Exporter::start(&[]);
+    let c = reqwest::blocking::Client::new();
+    let get = |accept: &str, encoding: &str| {
+        let r = c
+            .get(e.url("/metrics"))
+            .header("Accept", accept)
+            .header("Accept-Encoding", encoding)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let gzipped = r
+            .headers()
+            .get("content-encoding")
+            .is_some_and(|v| v == "gzip");
+        assert_eq!(r.headers()["vary"], "accept-encoding");
+        (gzipped, r.bytes().unwrap().to_vec())
+    };
+    let openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;q=0.5";
+    for (accept, ends) in [("text/plain", "\n"), (openmetrics, "# EOF\n")] {
+        // What Prometheus sends.
+        let (gzipped, body) = get(accept, "gzip");
+        assert!(gzipped, "{accept}");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut text)
+            .expect("a whole gzip stream");
+        assert!(text.contains("\ngpumem_used_bytes{"), "{text}");
+        assert!(text.ends_with(ends));
+        assert!(
+            body.len() * 3 < text.len(),
+            "{} -> {}",
+            text.len(),
+            body.len()
+        );
+        // Not asked, or refused: plain.
+        for encoding in ["identity", "gzip;q=0"] {
+            let (gzipped, body) = get(accept, encoding);
+            assert!(!gzipped);
+            assert!(String::from_utf8(body)
+                .unwrap()
+                .contains("gpumem_used_bytes"));
+        }
+    }
+}
+
+#[test]
+fn a_newcomers_mistakes_get_the_range_the_default_and_the_field_once() {
+    // A negative interval is a value out of range, not an unknown flag.
+    for v in ["-1s", "-1"] {
+        let out = Command::new(BIN)
+            .args(["--sample-interval", v])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--sample-interval") && err.contains("10ms..60s"),
+            "{v}: {err}"
+        );
+    }
+    // The simulator's scenarios show their default.
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("[default: steady,leak,oom,frag,shared]"),
+        "{help}"
+    );
+    // A YAML error names its field once.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "web:\n  listen_address: [1]\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("web.listen_address").count(), 1, "{err}");
+}

@@ -6,15 +6,14 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{sample_value, Exporter, Launch};
+use common::{http_get, read_response, sample_value, vm_rss_kib, wait_exit, Exporter, Launch};
 use gpumem_exporter::config::{Config, NvmlConfig};
 use gpumem_exporter::engine::current;
 use gpumem_exporter::exporter::encode;
@@ -456,91 +455,8 @@ fn start_exporter(config_yaml: &str, extra: &[&str]) -> Exporter {
         extra,
         sample_interval: None,
         tcp_ingest: true,
+        ..Launch::default()
     })
-}
-
-/// Read one HTTP/1.1 response (Content-Length or chunked framing) from a connection.
-fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut status = 0;
-    let mut len = 0usize;
-    let mut chunked = false;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let l = line.trim_end();
-        if status == 0 {
-            status = l
-                .split(' ')
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-        } else if l.is_empty() {
-            break;
-        } else if let Some((k, v)) = l.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = v.trim().eq_ignore_ascii_case("chunked");
-            }
-        }
-    }
-    if !chunked {
-        let mut body = vec![0; len];
-        r.read_exact(&mut body)?;
-        return Ok((status, body));
-    }
-    let mut body = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line)?;
-        let size = usize::from_str_radix(line.trim_end(), 16).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("chunk size {line:?}"),
-            )
-        })?;
-        let start = body.len();
-        body.resize(start + size, 0);
-        r.read_exact(&mut body[start..])?;
-        line.clear();
-        r.read_line(&mut line)?; // the CRLF after the chunk (or the last, empty line)
-        if size == 0 {
-            return Ok((status, body));
-        }
-    }
-}
-
-fn http_get(port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, Vec<u8>)> {
-    let s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    (&s).write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    read_response(&mut BufReader::new(&s))
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status")
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "did not stop within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A valid report for the GPU `uuid`.
@@ -802,6 +718,81 @@ fn one_process_cannot_mint_unbounded_phase_labels() {
     );
 }
 
+/// Every table holds its own cap (processes, phases, components), but their product does not
+/// fit a scrape: forged pids over TCP, each with 32 components, would make a `/metrics` of
+/// tens of thousands of series. The series budget (`web.max_series`, 20 000) keeps a scrape
+/// within it, serving every GPU and every process NVML lists first, and counts what it left out.
+#[test]
+fn forged_pids_cannot_push_a_scrape_over_the_series_budget() {
+    const PIDS: u32 = 300;
+    const BUDGET: usize = 20_000;
+    // GPUs whose processes stay the same pids throughout.
+    let ex = start_exporter(
+        "sim:\n  gpus:\n    - scenario: steady\n    - scenario: shared\n",
+        &[],
+    );
+    let uuid = sim_uuid(ex.port);
+    let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(5)).unwrap();
+    let listed = listed_pids(&String::from_utf8_lossy(&body));
+    let components: Vec<String> = (0..32)
+        .map(|i| {
+            format!(
+                r#"{{"component":"c{i}","parameters_bytes":1,"gradients_bytes":1,"optimizer_bytes":1}}"#
+            )
+        })
+        .collect();
+    let report = format!(
+        r#"{{"version":1,"devices":[{{"uuid":"{uuid}","allocated_bytes":1,"reserved_bytes":2}}],"components":[{}]}}"#,
+        components.join(",")
+    );
+    let client = reqwest::blocking::Client::new();
+    for pid in 0..PIDS {
+        let r = client
+            .post(format!("http://127.0.0.1:{}/api/v1/report", ex.ingest_port))
+            .header("Content-Type", "application/json")
+            .header("X-Gpumem-Pid", (2_000_000 + pid).to_string())
+            .body(report.clone())
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    // Once the reports are in a snapshot, scrapes stay within the budget.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(10)).unwrap();
+        let m = String::from_utf8(body).unwrap();
+        let dropped = sample_value(&m, "gpumem_exporter_series_dropped_total", &[]);
+        if dropped.is_some_and(|d| d > 0.0) {
+            break m;
+        }
+        let series = m.lines().filter(|l| !l.starts_with('#')).count();
+        assert!(series <= BUDGET, "{series} series in one scrape");
+        assert!(
+            Instant::now() < deadline,
+            "the reports never filled the budget"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let series = metrics.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(series <= BUDGET, "{series} series in one scrape");
+    assert!(
+        series > BUDGET / 2,
+        "the budget is used, not left empty: {series}"
+    );
+    assert_eq!(
+        listed_pids(&metrics),
+        listed,
+        "every process NVML lists is served"
+    );
+    assert!(metrics.contains("gpumem_gpu_info{"));
+    let said = ex
+        .log()
+        .lines()
+        .filter(|l| l.contains("series left out of /metrics"))
+        .count();
+    assert_eq!(said, 1, "{}", ex.log());
+}
+
 // ---------------------------------------------------------------------------------------------
 // (c) SIGTERM during scrapes and ingest.
 
@@ -853,9 +844,10 @@ fn assert_whole_scrape(status: u16, body: &[u8]) {
 #[test]
 fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
     // Many simulated processes make a body of megabytes: larger than the socket buffers, so a
-    // client that reads slowly keeps the response in flight while the signal arrives.
+    // client that reads slowly keeps the response in flight while the signal arrives (the
+    // series budget raised to let it through).
     let ex = start_exporter(
-        "history:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
+        "web:\n  max_series: 1000000\nhistory:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
         &["--sample-interval", "1s"],
     );
     let (_, body) = http_get(ex.port, "/metrics", Duration::from_secs(10)).unwrap();
@@ -979,9 +971,10 @@ fn sigterm_during_scrapes_and_ingest_exits_cleanly() {
 
 #[test]
 fn scrapers_that_stop_reading_are_dropped_and_others_still_get_whole_answers() {
-    // A body of several MB: far more than the socket buffers of a client that reads nothing.
+    // A body of several MB: far more than the socket buffers of a client that reads nothing
+    // (the series budget raised to let it through).
     let ex = start_exporter(
-        "history:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
+        "web:\n  max_series: 1000000\nhistory:\n  max_processes: 8192\nsim:\n  gpus:\n    - scenario: processes\n      processes: 1024\n    - scenario: processes\n      processes: 1024\n",
         &["--sample-interval", "1s"],
     );
     // More stalled scrapes than are encoded at once: they hold every encoder.

@@ -299,3 +299,95 @@ fn a_trace_cut_short_by_a_kill_replays_up_to_its_last_whole_line() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut.jsonl:201:"));
 }
+
+/// Run `replay` on `files`, killed if it outlives `within`; its status, stderr and peak
+/// resident memory (KiB).
+fn replay_bounded(files: &[&std::path::Path], within: std::time::Duration) -> (i32, String, i64) {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let err_path = dir.path().join("stderr");
+    // Reaped by wait4 below, which gives its peak memory too.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(BIN)
+        .arg("replay")
+        .args(files)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + within;
+    // wait4 gives this child's own peak memory, where the test process's totals would mix in
+    // every other test's children.
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if Instant::now() > deadline {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            panic!("replay still ran after {within:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    (code, err, usage.ru_maxrss)
+}
+
+const HEADER: &str = r#"{"kind":"header","pid":10,"gpu":"G"}"#;
+
+fn sample(t: &str) -> String {
+    format!(
+        r#"{{"kind":"sample","t":{t},"nvml":{{"total":100,"free":50,"v2_reserved":10,"v2_used":40,"procs":[]}}}}"#
+    )
+}
+
+#[test]
+fn a_time_far_from_the_trace_start_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["1e12", "-1e18"] {
+        let path = dir.path().join("far.jsonl");
+        std::fs::write(&path, format!("{HEADER}\n{}\n{}\n", sample("0"), sample(t))).unwrap();
+        let (code, err, _) = replay_bounded(&[&path], std::time::Duration::from_secs(30));
+        assert_ne!(code, 0, "{t}: {err}");
+        assert!(
+            err.contains("far.jsonl:3: sample time") && err.contains("out of range"),
+            "{t}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_line_longer_than_the_limit_is_refused_with_memory_bounded() {
+    use std::io::Write;
+    // 128 MiB of one line, a few hundred KiB gzipped; then a valid sample.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    writeln!(gz, "{HEADER}\n{}", sample("0")).unwrap();
+    gz.write_all(br#"{"kind":"sample","t":1,"pad":""#).unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..128 {
+        gz.write_all(&chunk).unwrap();
+    }
+    writeln!(gz, "\"}}\n{}", sample("2")).unwrap();
+    gz.finish().unwrap();
+    let (code, err, peak_kib) = replay_bounded(&[&path], std::time::Duration::from_secs(60));
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("long.jsonl.gz:3: the line is longer than 1 MiB"),
+        "{err}"
+    );
+    assert!(peak_kib < 64 * 1024, "peak resident memory {peak_kib} KiB");
+}

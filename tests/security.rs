@@ -121,10 +121,33 @@ impl Drop for Running {
 }
 
 fn start(web_config: &Path) -> Running {
+    start_with_files(web_config, None)
+}
+
+/// `start`, with the exporter's open-files limit (soft and hard) set where given.
+fn start_with_files(web_config: &Path, open_files: Option<u64>) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     let log = dir.path().join("exporter.log");
-    let mut child = Command::new(BIN)
+    let mut cmd = Command::new(BIN);
+    if let Some(n) = open_files {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: n as libc::rlim_t,
+                    rlim_max: n as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+    let mut child = cmd
         .args(["--source", "sim", "--sample-interval", "100ms"])
         .args(["--web.listen-address", "127.0.0.1:0"])
         .arg("--ingest.socket")
@@ -390,4 +413,34 @@ fn a_bad_web_config_stops_the_start_naming_the_field() {
     let (code, err) = check_config(&pki.path("no-such-web.yml"));
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--web.config.file"), "{err}");
+}
+
+/// Handshakes begun and never finished, more of them than the exporter has file descriptors:
+/// they are shed like idle connections, and a scraper with a certificate check still gets in.
+#[test]
+fn stalled_tls_handshakes_are_shed_like_idle_connections() {
+    const FLOOD: usize = 2000;
+    common::room_for_open_files(FLOOD as u64 + 256);
+    let pki = Pki::new();
+    let web = pki
+        .write_web_config("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n");
+    let ex = start_with_files(&web, Some(1024));
+    let client = pki.client(false);
+    let url = format!("https://127.0.0.1:{}/metrics", ex.port);
+    wait_ready(&client, &url, false);
+    // One byte of a TLS handshake record, then nothing.
+    let held = common::flood(ex.port, FLOOD, &[0x16]);
+    assert_eq!(held.len(), FLOOD, "every connection was accepted");
+    let r = client
+        .get(&url)
+        .timeout(Duration::from_secs(3))
+        .send()
+        .expect("a scrape within 3 s under the flood");
+    assert_eq!(r.status(), 200);
+    assert!(r
+        .text()
+        .unwrap()
+        .contains("gpumem_exporter_connections_shed_total"));
+    assert!(ex.socket.exists());
+    drop(held);
 }

@@ -46,6 +46,15 @@ pub fn dispatch(cfg: &Config, command: Option<Command>) -> ControlFlow<ExitCode,
     })
 }
 
+/// A command whose standard output is closed (`gpumem-exporter compare a b | head -1`) ends
+/// there, quietly, as Unix tools do: SIGPIPE goes back to its default action. Rust ignores it,
+/// which turns every later print into a panic. Not for `serve`, where a client that hangs up
+/// must cost a failed write, never the exporter.
+pub fn end_quietly_on_a_closed_stdout() {
+    // SAFETY: setting a signal's disposition to its default, before any thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// Say what went wrong; the exit status is 2 for a usage error (a flag the run cannot take),
 /// 1 for anything else.
 pub fn failed(e: &anyhow::Error) -> ExitCode {

@@ -27,6 +27,25 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
     accept.is_some_and(|a| a.contains("application/openmetrics-text"))
 }
 
+/// Does the Accept-Encoding header take gzip (Prometheus always sends `gzip`)? A `q` of 0
+/// refuses it.
+pub fn wants_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.is_some_and(|a| {
+        a.split(',').any(|part| {
+            let mut it = part.split(';');
+            let coding = it.next().unwrap_or("").trim();
+            let refused = it.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f64>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip"))
+                && !refused
+        })
+    })
+}
+
 /// Writes `s` with the text format's escapes: backslash and newline everywhere, and the
 /// double quote too inside label values.
 fn escaped(out: &mut dyn Write, s: &str, quote: bool) -> fmt::Result {
@@ -298,6 +317,15 @@ mod tests {
         assert!(t.ends_with("# EOF\n"));
         let samples = t.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(samples, text_samples);
+    }
+
+    #[test]
+    fn gzip_negotiation() {
+        assert!(wants_gzip(Some("gzip")));
+        assert!(wants_gzip(Some("deflate, GZIP;q=0.5")));
+        assert!(!wants_gzip(Some("gzip;q=0")));
+        assert!(!wants_gzip(Some("identity, br")));
+        assert!(!wants_gzip(None));
     }
 
     #[test]

@@ -15,7 +15,6 @@
 //! not affected: they have their own trust rules (docs/security.md).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -457,72 +456,7 @@ pub fn check(cfg: &crate::config::Config) -> Result<(), crate::config::ConfigErr
 }
 
 /// How long a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Serve `app` on `listener` with the web config's TLS and basic authentication, until
-/// `shutdown` completes. Then no new connection is taken, requests in flight finish (a scrape
-/// gets its whole answer or none) and idle keep-alive connections are closed.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    security: WebSecurity,
-    shutdown: impl Future<Output = ()> + Send,
-) -> std::io::Result<()> {
-    let app = protect(app, &security);
-    let acceptor = security.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little, as axum::serve does.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
-        // Subscribed now, so that shutdown also waits for a handshake in progress.
-        let watcher = graceful.watcher();
-        let app = app.clone();
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            match acceptor {
-                Some(a) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, a.accept(tcp)).await {
-                    Ok(Ok(tls)) => serve_connection(tls, app, watcher).await,
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                },
-                None => serve_connection(tcp, app, watcher).await,
-            }
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
-}
-
-async fn serve_connection<I>(io: I, app: Router, watcher: hyper_util::server::graceful::Watcher)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(
-            hyper_util::rt::TokioIo::new(io),
-            hyper_util::service::TowerToHyperService::new(app),
-        );
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(error = %e, "connection ended with an error");
-    }
-}
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -2,3 +2,4 @@
 
 pub mod report;
 pub mod server;
+pub mod socket;

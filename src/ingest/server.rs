@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use tower::ServiceExt;
 
 use super::report;
 use crate::config::IngestConfig;
+use crate::connections::{serve_connection, Budget};
 use crate::engine::Engine;
 use crate::model::Time;
 use crate::model::{RejectReason, Rejection};
@@ -95,59 +95,6 @@ impl Rates {
     }
 }
 
-/// Open connections, in all and per sending process.
-struct Admission {
-    max_connections: usize,
-    max_per_process: usize,
-    open: Mutex<(usize, HashMap<u32, usize>)>,
-}
-
-/// Held while a connection is open.
-struct Ticket {
-    admission: Arc<Admission>,
-    pid: Option<u32>,
-}
-
-impl Admission {
-    fn admit(self: &Arc<Self>, pid: Option<u32>) -> Option<Ticket> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.0 >= self.max_connections {
-            return None;
-        }
-        if let Some(pid) = pid {
-            let n = open.1.entry(pid).or_insert(0);
-            if *n >= self.max_per_process {
-                return None;
-            }
-            *n += 1;
-        }
-        open.0 += 1;
-        Some(Ticket {
-            admission: Arc::clone(self),
-            pid,
-        })
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut open = self
-            .admission
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        open.0 -= 1;
-        if let Some(pid) = self.pid {
-            if let Some(n) = open.1.get_mut(&pid) {
-                *n -= 1;
-                if *n == 0 {
-                    open.1.remove(&pid);
-                }
-            }
-        }
-    }
-}
-
 /// What the ingest endpoints count: accepted reports, the device entries and OOM events that
 /// counted only for their process, and refusals by reason.
 #[derive(Debug, Default)]
@@ -174,7 +121,6 @@ pub struct IngestState {
     clock: Arc<dyn Fn() -> Time + Send + Sync>,
     limits: Arc<IngestConfig>,
     rates: Arc<Mutex<Rates>>,
-    admission: Arc<Admission>,
     /// Pids already warned about reporting on a GPU NVML does not list them on.
     warned: Arc<Mutex<HashSet<u32>>>,
 }
@@ -194,11 +140,6 @@ impl IngestState {
                 rate: f64::from(limits.max_reports_per_second),
                 buckets: HashMap::new(),
             })),
-            admission: Arc::new(Admission {
-                max_connections: limits.max_connections,
-                max_per_process: limits.max_connections_per_process,
-                open: Mutex::new((0, HashMap::new())),
-            }),
             limits: Arc::new(limits),
             warned: Arc::new(Mutex::new(HashSet::new())),
         }
@@ -364,13 +305,16 @@ pub fn router(state: IngestState) -> Router {
         .with_state(state)
 }
 
-/// Serve the ingest endpoint on `listener` until `shutdown` completes. A connection over the
-/// limits (`ingest.max_connections`, per process and in all) is closed at once and counted; one
-/// that sends no complete request headers within `ingest.idle_timeout` (idle kept-alive ones
-/// too) is closed, so that neither many nor slow clients hold the exporter's resources.
+/// Serve the ingest endpoint on `listener` until `shutdown` completes, within `budget`: a
+/// connection it refuses (every one busy, or its process's share used) is closed at once and
+/// counted as `too_many_connections`; a full listener closes its longest idle connection to
+/// let a new one in; one that sends no complete request headers within `ingest.idle_timeout`
+/// (idle kept-alive ones too) is closed, so that neither many nor slow clients hold the
+/// exporter's resources.
 pub async fn serve<L>(
     mut listener: L,
     state: IngestState,
+    budget: Arc<Budget>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()>
 where
@@ -391,10 +335,13 @@ where
             Peer::Unix { pid } => pid,
             Peer::Tcp => None,
         };
-        let Some(ticket) = state.admission.admit(pid) else {
-            state.counters.reject(RejectReason::TooManyConnections);
-            tracing::debug!(?peer, "ingest connection over the limit, closed");
-            continue;
+        let ticket = match budget.admit(pid) {
+            Ok(t) => t,
+            Err(why) => {
+                state.counters.reject(RejectReason::TooManyConnections);
+                tracing::debug!(?peer, ?why, "ingest connection refused");
+                continue;
+            }
         };
         let app = app
             .clone()
@@ -402,58 +349,17 @@ where
                 req.extensions_mut().insert(ConnectInfo(peer));
                 req
             });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(state.limits.idle_timeout)
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(io),
-                hyper_util::service::TowerToHyperService::new(app),
-            );
-        let watched = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ticket = ticket;
-            if let Err(e) = watched.await {
-                tracing::debug!(error = %e, "ingest connection ended with an error");
-            }
-        });
+        tokio::spawn(serve_connection(
+            io,
+            app,
+            ticket,
+            state.limits.idle_timeout,
+            graceful.watcher(),
+        ));
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
-}
-
-/// Bind the Unix socket with the configured mode, replacing a stale socket file.
-pub fn bind_unix(path: &Path, mode: u32) -> anyhow::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("ingest.socket: cannot create {}: {e}", dir.display()))?;
-    }
-    if path.exists() {
-        // Only ever remove a socket, never a file someone put there.
-        use std::os::unix::fs::FileTypeExt;
-        let meta = std::fs::symlink_metadata(path)?;
-        if !meta.file_type().is_socket() {
-            anyhow::bail!(
-                "ingest.socket: {} exists and is not a socket",
-                path.display()
-            );
-        }
-        std::fs::remove_file(path)?;
-    }
-    let l = tokio::net::UnixListener::bind(path)
-        .map_err(|e| anyhow::anyhow!("ingest.socket: cannot bind {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(l)
-}
-
-/// Removes the socket file when the server stops.
-pub struct SocketGuard(pub PathBuf);
-
-impl Drop for SocketGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 #[cfg(test)]
@@ -491,25 +397,5 @@ mod tests {
         // A second later every bucket is full again: they go when a new pid needs room.
         r.take(u32::MAX, t0 + Duration::from_secs(1)).unwrap();
         assert_eq!(r.buckets.len(), 1);
-    }
-
-    #[test]
-    fn connections_are_capped_per_process_and_in_all_and_given_back() {
-        let a = Arc::new(Admission {
-            max_connections: 3,
-            max_per_process: 2,
-            open: Mutex::new((0, HashMap::new())),
-        });
-        let t1 = a.admit(Some(7)).unwrap();
-        let t2 = a.admit(Some(7)).unwrap();
-        assert!(a.admit(Some(7)).is_none(), "pid 7 holds its two");
-        let t3 = a.admit(Some(8)).unwrap();
-        assert!(a.admit(Some(9)).is_none(), "three in all");
-        assert!(a.admit(None).is_none(), "TCP counts in all too");
-        drop(t1);
-        let t4 = a.admit(Some(7)).unwrap();
-        drop((t2, t3, t4));
-        assert_eq!(a.open.lock().unwrap().0, 0);
-        assert!(a.open.lock().unwrap().1.is_empty(), "no pid left behind");
     }
 }

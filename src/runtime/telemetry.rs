@@ -1,10 +1,11 @@
-//! The exporter's telemetry about itself: samples taken, GPU errors, NVML restarts, and the
-//! ingest endpoints' counters.
+//! The exporter's telemetry about itself: samples taken, GPU errors, NVML restarts, the
+//! ingest endpoints' counters and the listeners' connections.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::connections::ConnectionCounters;
 use crate::ingest::server::IngestCounters;
 use crate::model::ErrorKind;
 
@@ -18,7 +19,11 @@ pub struct Counters {
     pub nvml_reader_restarts: AtomicU64,
     /// The ingest endpoints' own counters.
     pub ingest: Arc<IngestCounters>,
+    /// Every listener's open and shed connections.
+    pub connections: Arc<ConnectionCounters>,
     pub tracked_processes: AtomicU64,
+    /// Series left out of `/metrics` by the series budget, summed over scrapes.
+    pub series_dropped: AtomicU64,
     sample_errors: Mutex<BTreeMap<(u32, ErrorKind), u64>>,
 }
 

@@ -4,7 +4,7 @@
 //! path, exactly as live data would.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -139,6 +139,17 @@ pub struct Trace {
     pub items: Vec<(f64, Item)>,
 }
 
+/// The longest line a trace may hold. Recorded lines are under a kilobyte (a header with a
+/// long command line, a sample of a GPU with hundreds of processes: tens of kilobytes); a longer
+/// one is not a recording, and reading it whole would take as much memory as it is long.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// How far from its start a trace's times may lie, and how long the traces of one replay may
+/// span together: 7 days. Replay steps through every second of trace time (a day of an idle
+/// GPU takes about 5 s on one core of a release build), so a time of 1e12 would run for
+/// millennia; recordings for a bug report last minutes to hours.
+pub const MAX_TRACE_SECONDS: f64 = 7.0 * 86_400.0;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     // Not a `source` field: the message already carries it, and `{:#}` would print it twice.
@@ -150,6 +161,8 @@ pub enum TraceError {
         line: usize,
         message: String,
     },
+    #[error("{0}")]
+    Span(String),
 }
 
 /// Parse a trace from any reader; `name` is used in errors.
@@ -160,17 +173,29 @@ pub enum TraceError {
 pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
     let mut header = None;
     let mut items = Vec::new();
-    let mut buf = String::new();
+    let mut raw = Vec::new();
     for i in 0.. {
-        buf.clear();
-        let n = reader.read_line(&mut buf).map_err(|e| TraceError::Parse {
+        let bad = |message: String| TraceError::Parse {
             path: name.into(),
             line: i + 1,
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        raw.clear();
+        // Never more than one line over the limit in memory, however long the line.
+        let n = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| bad(e.to_string()))?;
         if n == 0 {
             break;
         }
+        if raw.len() > MAX_LINE_BYTES {
+            return Err(bad(format!(
+                "the line is longer than {} MiB; a recording's lines are far shorter",
+                MAX_LINE_BYTES >> 20
+            )));
+        }
+        let buf = std::str::from_utf8(&raw).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         let line = buf.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
@@ -193,23 +218,22 @@ pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceE
                 })
             }
         };
-        let bad = |message: &str| TraceError::Parse {
-            path: name.into(),
-            line: i + 1,
-            message: message.into(),
-        };
+        let bad = |message: &str| bad(message.into());
         match parsed {
             Line::Header(h) => {
                 if header.is_some() {
                     return Err(bad("a second header"));
                 }
+                for (field, v) in [("t0_unix", h.t0_unix), ("start_offset_s", h.start_offset_s)] {
+                    if v.is_some_and(|v| !v.is_finite()) {
+                        return Err(bad(&format!("{field} is not a finite number")));
+                    }
+                }
                 header = Some(h);
             }
             _ if header.is_none() => return Err(bad("the first line must be the header")),
             Line::Sample { t, nvml, torch } => {
-                if !t.is_finite() {
-                    return Err(bad("sample time is not a finite number"));
-                }
+                check_time(t).map_err(|m| bad(&format!("sample time {m}")))?;
                 items.push((t, Item::Sample { nvml, torch }));
             }
             Line::Event {
@@ -219,9 +243,7 @@ pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceE
                 request_bytes,
                 device_free,
             } => {
-                if !t.is_finite() {
-                    return Err(bad("event time is not a finite number"));
-                }
+                check_time(t).map_err(|m| bad(&format!("event time {m}")))?;
                 items.push((
                     t,
                     Item::Event {
@@ -244,6 +266,20 @@ pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceE
         header,
         items,
     })
+}
+
+/// A sample's or event's time: seconds since its trace started, within `MAX_TRACE_SECONDS`.
+fn check_time(t: f64) -> Result<(), String> {
+    if !t.is_finite() {
+        return Err("is not a finite number".into());
+    }
+    if t.abs() > MAX_TRACE_SECONDS {
+        return Err(format!(
+            "{t} is out of range; accepted: seconds since the trace started, within ±{} days",
+            MAX_TRACE_SECONDS / 86_400.0
+        ));
+    }
+    Ok(())
 }
 
 /// Read a trace file; a name ending in `.gz` is gunzipped (recordings attached to bug reports
@@ -284,12 +320,23 @@ pub struct ReplaySource {
 }
 
 impl ReplaySource {
+    /// Read and merge the traces; refused where, once aligned, they span more than
+    /// `MAX_TRACE_SECONDS` (recordings days apart put on one GPU, or a forged `t0_unix`).
     pub fn open(paths: &[PathBuf]) -> Result<Self, TraceError> {
         let traces = paths
             .iter()
             .map(|p| read_trace(p))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::from_traces(traces))
+        let replay = Self::from_traces(traces);
+        let span = replay.duration();
+        if span > MAX_TRACE_SECONDS {
+            return Err(TraceError::Span(format!(
+                "the traces span {:.0} days once aligned by their headers' t0_unix or start_offset_s; a replay covers at most {} days (are they recordings of one run?)",
+                span / 86_400.0,
+                MAX_TRACE_SECONDS / 86_400.0
+            )));
+        }
+        Ok(replay)
     }
 
     pub fn from_traces(traces: Vec<Trace>) -> Self {
@@ -566,6 +613,43 @@ mod tests {
         let g = o.gpus.iter().find(|g| g.id.uuid == "GPU-a").unwrap();
         assert_eq!(g.processes.len(), 2);
         assert_eq!(g.memory.unwrap().used, 50);
+    }
+
+    #[test]
+    fn times_out_of_range_and_overlong_lines_are_refused_naming_the_line() {
+        for t in ["1e12", "-1e18", "604801"] {
+            let text =
+                format!("{{\"kind\":\"header\",\"pid\":1}}\n{{\"kind\":\"sample\",\"t\":{t}}}\n");
+            let e = parse_trace(text.as_bytes(), "t.jsonl").unwrap_err();
+            assert!(e.to_string().starts_with("t.jsonl:2: sample time"), "{e}");
+            assert!(e.to_string().contains("out of range"), "{e}");
+        }
+        let text = "{\"kind\":\"header\",\"pid\":1,\"t0_unix\":1e999}\n";
+        assert!(parse_trace(text.as_bytes(), "h").is_err());
+        // A line longer than the limit, read from a reader that never ends: refused after
+        // reading little more than the limit.
+        let header = "{\"kind\":\"header\",\"pid\":1}\n".as_bytes();
+        let endless = std::io::BufReader::new(header.chain(std::io::repeat(b' ')));
+        let e = parse_trace(endless, "long.jsonl").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("long.jsonl:2: the line is longer than 1 MiB"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn traces_too_far_apart_to_replay_together_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.jsonl");
+        let b = dir.path().join("b.jsonl");
+        std::fs::write(&a, A).unwrap();
+        std::fs::write(&b, B).unwrap();
+        assert!(ReplaySource::open(&[a.clone(), b.clone()]).is_ok());
+        // The same GPU, recorded a year later.
+        std::fs::write(&b, B.replace("\"t0_unix\":102.0", "\"t0_unix\":31536102.0")).unwrap();
+        let e = ReplaySource::open(&[a, b]).err().expect("refused");
+        assert!(e.to_string().contains("at most 7 days"), "{e}");
     }
 
     #[test]

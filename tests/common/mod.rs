@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,6 +73,8 @@ pub struct Launch<'a> {
     pub sample_interval: Option<&'a str>,
     /// Plain-HTTP ingest on a free loopback port too.
     pub tcp_ingest: bool,
+    /// The exporter's open-files limit (soft and hard), where a test needs it low.
+    pub open_files: Option<u64>,
 }
 
 impl Default for Launch<'_> {
@@ -81,6 +84,7 @@ impl Default for Launch<'_> {
             extra: &[],
             sample_interval: Some("100ms"),
             tcp_ingest: false,
+            open_files: None,
         }
     }
 }
@@ -125,6 +129,23 @@ impl Exporter {
         }
         if l.tcp_ingest {
             cmd.args(["--ingest.listen-address", "127.0.0.1:0"]);
+        }
+        if let Some(n) = l.open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n as libc::rlim_t,
+                        rlim_max: n as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let log_path = dir.path().join("exporter.log");
         let log = std::fs::File::create(&log_path).unwrap();
@@ -286,4 +307,131 @@ pub fn which(cmd: &str) -> Option<PathBuf> {
             .map(|d| d.join(cmd))
             .find(|p| p.is_file())
     })
+}
+
+/// Read one HTTP/1.1 response (Content-Length or chunked framing) from a connection.
+pub fn read_response(r: &mut impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut status = 0;
+    let mut len = 0usize;
+    let mut chunked = false;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let l = line.trim_end();
+        if status == 0 {
+            status = l
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+        } else if l.is_empty() {
+            break;
+        } else if let Some((k, v)) = l.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.trim().eq_ignore_ascii_case("chunked");
+            }
+        }
+    }
+    if !chunked {
+        let mut body = vec![0; len];
+        r.read_exact(&mut body)?;
+        return Ok((status, body));
+    }
+    let mut body = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let size = usize::from_str_radix(line.trim_end(), 16).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("chunk size {line:?}"),
+            )
+        })?;
+        let start = body.len();
+        body.resize(start + size, 0);
+        r.read_exact(&mut body[start..])?;
+        line.clear();
+        r.read_line(&mut line)?; // the CRLF after the chunk (or the last, empty line)
+        if size == 0 {
+            return Ok((status, body));
+        }
+    }
+}
+
+pub fn http_get(port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, Vec<u8>)> {
+    let s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    (&s).write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    read_response(&mut BufReader::new(&s))
+}
+
+pub fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
+/// Raise this test process's open-files soft limit to at least `want`, failing loudly when the
+/// hard limit does not allow it (a flood test that quietly opened fewer would prove less).
+pub fn room_for_open_files(want: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if (lim.rlim_cur) >= want {
+        return;
+    }
+    assert!(
+        lim.rlim_max == libc::RLIM_INFINITY || lim.rlim_max >= want,
+        "this test needs {want} open files; the hard limit is {} (raise it: ulimit -Hn)",
+        lim.rlim_max
+    );
+    lim.rlim_cur = want as libc::rlim_t;
+    assert_eq!(
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) },
+        0,
+        "raising the open-files limit to {want}"
+    );
+}
+
+/// The exit status of `child`, which must end within `within`.
+pub fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "did not stop within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Open up to `n` connections to `port`, sending `first` on each and keeping them; stops early
+/// when a connection cannot be made within 2 s (a server that accepts no more).
+pub fn flood(port: u16, n: usize, first: &[u8]) -> Vec<TcpStream> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(mut s) => {
+                // A connection the exporter already closed may refuse the byte: that is fine.
+                let _ = s.write_all(first);
+                held.push(s);
+            }
+            Err(_) => break,
+        }
+    }
+    held
 }
