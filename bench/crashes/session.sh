@@ -7,7 +7,10 @@
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
-#                                                 precision-a, precision-b
+#                                                 precision-a, precision-b, four-gpus
+#
+# GPU=N before `rec` runs that job on GPU N alone (CUDA and the recorder), for plans that use
+# several GPUs side by side.
 #
 # Healthy runs that share the GPU are separate runs: each is its own recording, and in its
 # replay the others are neighbours NVML lists and that send no reports. A run is stopped after
@@ -40,8 +43,9 @@ rec() {
   shift 3
   mkdir -p "$OUT/$name"
   echo "== $name start $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
-  timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
-    --interval "$INTERVAL" --scenario "$name" ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
+  CUDA_DEVICE_ORDER=PCI_BUS_ID ${GPU:+CUDA_VISIBLE_DEVICES=$GPU} \
+    timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
+    --interval "$INTERVAL" --scenario "$name" ${GPU:+--gpu $GPU} ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
   local code=$?
   echo "   $name end $(($(date +%s) - T0)) s exit $code; $(grep -h 'gpumem record:' "$OUT/$name/run.log" | tr '\n' ' ')" | tee -a "$OUT/runs.txt"
 }
@@ -165,6 +169,24 @@ precision-b)
   rec c-kv-cache 150 "" $W kv-cache --growth-s 90 --period-s 0.05
   rec c-expandable 150 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 90 --every 8
   rec h-tight-eval ${TIGHT_S:-170} healthy $W healthy-tight-eval --duration $((${TIGHT_S:-170} - 40)) --batch 8 --train-s 30 --eval-s 8
+  ;;
+four-gpus)
+  # Shapes the corpus lacks, four GPUs side by side for about six minutes: a reinforcement-
+  # learning loop whose rollouts grow a KV cache to ~60 % of the card and drop it; an
+  # interactive session that loads and frees tens of GiB; a server whose weights are read
+  # shard by shard before its KV caches grow to a crash, then a cache that grows from the
+  # process's first second; a sweep of short jobs one after another.
+  slots=()
+  (GPU=0 rec h-rl 330 healthy $W healthy-rl --duration 280 --gen-s 30 --train-s 30 --fraction 0.6 --empty) &
+  slots+=($!)
+  (GPU=1 rec h-interactive 330 healthy $W healthy-interactive --duration 280 --fraction 0.45 --seed 1) &
+  slots+=($!)
+  (GPU=2 rec c-kv-server 240 "" $W kv-server --growth-s 120 --load-s 30 --period-s 0.05
+   GPU=2 rec c-grower-young 240 "" $W grower --start-gib 2 --chunk-mib 384 --period-s 0.5) &
+  slots+=($!)
+  (GPU=3 rec h-sweep 330 healthy bash -c "for b in 2 4 8 12 16 6; do $W healthy-steady --duration 40 --batch \$b; sleep 3; done") &
+  slots+=($!)
+  wait "${slots[@]}"
   ;;
 *)
   echo "unknown plan $PLAN" >&2

@@ -383,6 +383,49 @@ def grower(a):
         time.sleep(a.period_s)
 
 
+def kv_server(a):
+    """An inference server as it starts for real: its weights read shard by shard (a ramp, no
+    single block), a few warm-up requests, then traffic whose KV caches are never evicted. The
+    weights are sized to leave ``rate × growth_s`` free, the rate measured while warming up."""
+    from transformers import DynamicCache
+
+    model = gpt2(12).half().eval()
+    vocab = model.config.vocab_size
+    sessions = {}
+    rng = random.Random(a.seed)
+
+    @torch.no_grad()
+    def request():
+        sid = rng.randrange(len(sessions) + 1) if sessions and rng.random() < 0.7 else len(sessions)
+        cache = sessions.get(sid)
+        if cache is None or cache.get_seq_length() > 1500:
+            cache = DynamicCache()
+            n = 256
+            sid = len(sessions)
+        else:
+            n = 32
+        x = torch.randint(0, vocab, (4, n), device=DEV)
+        out = model(x, past_key_values=cache, use_cache=True)
+        sessions[sid] = out.past_key_values
+        time.sleep(a.period_s)
+
+    for _ in range(10):
+        request()
+    rate = measure_rate(request, 40)
+    sessions.clear()
+    torch.cuda.empty_cache()
+    weights = max(0, free_bytes() - int(rate * a.growth_s))
+    shard = max(GiB // 4, weights // max(1, int(a.load_s * 4)))
+    log("KV caches grow %.0f MiB/s; reading %.1f GiB of weights over %.0f s" % (rate / MiB, weights / GiB, a.load_s))
+    shards = []
+    t0 = time.time()
+    while sum(x.numel() for x in shards) + shard <= weights:
+        shards.append(torch.empty(shard, dtype=torch.uint8, device=DEV))
+        time.sleep(max(0.0, a.load_s * len(shards) * shard / max(weights, 1) - (time.time() - t0)))
+    mark("model_ready")
+    run_until_oom(request, "kv-server")
+
+
 def victim(a):
     """Training with variable sequence lengths that empties its cache every ``--empty-s``: after
     each empty_cache it must take its peak back from the driver, and a neighbour may have it."""
@@ -652,6 +695,82 @@ def healthy_tight_eval(a):
     log("healthy run done")
 
 
+def healthy_rl(a):
+    """A reinforcement-learning style loop: each round generates rollouts with the policy,
+    whose KV caches grow for ``--gen-s`` seconds to about ``--fraction`` of the card, drops
+    them (and empties the cache with ``--empty``, as colocated trainers do to make room), then
+    trains on them for ``--train-s`` seconds. The number of rollouts varies by round."""
+    from transformers import DynamicCache
+
+    tr = GptTrainer(batch=a.batch or 8, seq=512)
+    cfg = tr.model.config
+    rng = random.Random(a.seed)
+    total = torch.cuda.mem_get_info()[1]
+    length = 1008  # tokens per rollout, within GPT-2's 1024 positions
+    per_token = 2 * cfg.n_layer * cfg.n_embd * 2  # K and V, bf16
+    mark("model_ready")
+    t0 = time.time()
+    rnd = 0
+    while time.time() - t0 < a.duration:
+        rnd += 1
+        room = total * a.fraction * rng.uniform(0.8, 1.0) - torch.cuda.memory_reserved()
+        seqs = max(1, int(room / (length * per_token)))
+        mark("generate", round=rnd, rollouts=seqs)
+        cache = DynamicCache()
+        tokens = 0
+        g0 = time.time()
+        tr.model.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            while tokens < length:
+                due = length * (time.time() - g0) / a.gen_s
+                if tokens >= due:
+                    time.sleep(0.02)
+                    continue
+                x = torch.randint(0, cfg.vocab_size, (seqs, 16), device=DEV)
+                cache = tr.model(x, past_key_values=cache, use_cache=True).past_key_values
+                tokens += 16
+        del cache, x
+        if a.empty:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        mark("train", round=rnd)
+        p0 = time.time()
+        while time.time() - p0 < a.train_s and time.time() - t0 < a.duration:
+            tr.step()
+    log("healthy run done")
+
+
+def healthy_interactive(a):
+    """An interactive session in a notebook: load a dataset to the GPU in pieces, compute on
+    it, drop it (now and then with ``empty_cache``), think, load another. Tens of GiB come and
+    go; nothing is kept."""
+    rng = random.Random(a.seed)
+    total = torch.cuda.mem_get_info()[1]
+    mark("model_ready")
+    t0 = time.time()
+    while time.time() - t0 < a.duration:
+        want = total * rng.uniform(0.1, a.fraction)
+        pieces = rng.randint(3, 12)
+        data = []
+        for _ in range(pieces):
+            data.append(torch.randn(int(want / pieces / 4), device=DEV))
+            time.sleep(rng.uniform(0.2, 1.5))
+        mark("loaded", gib=round(want / GiB, 1))
+        c0 = time.time()
+        busy = rng.uniform(5, 20)
+        while time.time() - c0 < busy:
+            x = data[rng.randrange(len(data))]
+            _ = (x[: 1 << 24] * 2.0).sum()
+            m = torch.randn(4096, 4096, device=DEV)
+            _ = m @ m
+        del data, x, m
+        if rng.random() < 0.5:
+            torch.cuda.empty_cache()
+            mark("empty_cache")
+        time.sleep(min(rng.uniform(3, 25), max(0.0, a.duration - (time.time() - t0))))
+    log("healthy run done")
+
+
 def idle_neighbour(a):
     """A process that holds ``--start-gib`` and does nothing: another team's idle notebook."""
     t = torch.empty(int(a.start_gib * GiB), dtype=torch.uint8, device=DEV)
@@ -667,6 +786,7 @@ MECHANISMS = {
     "curriculum": curriculum,
     "frag": frag,
     "kv-cache": kv_cache,
+    "kv-server": kv_server,
     "grower": grower,
     "victim": victim,
     "healthy-load-ramp": healthy_load_ramp,
@@ -682,6 +802,8 @@ MECHANISMS = {
     "healthy-compile": healthy_compile,
     "healthy-cudnn": healthy_cudnn,
     "healthy-tight-eval": healthy_tight_eval,
+    "healthy-rl": healthy_rl,
+    "healthy-interactive": healthy_interactive,
     "batch-warmup": batch_warmup,
     "idle": idle_neighbour,
 }
@@ -716,6 +838,8 @@ def main():
     p.add_argument("--eval-s", type=float, default=8.0)
     p.add_argument("--batch0", type=int, default=4)
     p.add_argument("--batch-step", type=int, default=4)
+    p.add_argument("--gen-s", type=float, default=30.0)
+    p.add_argument("--empty", action="store_true", help="healthy-rl: empty_cache after each round")
     a = p.parse_args()
     torch.manual_seed(a.seed)
     torch.cuda.init()
