@@ -364,7 +364,7 @@ impl Default for AnalysisConfig {
             leak_min_span: Duration::from_secs(30),
             leak_persistence: Duration::from_secs(15),
             leak_significance: 0.01,
-            eta_window: Duration::from_secs(120),
+            eta_window: Duration::from_secs(300),
             eta_warmup: Duration::from_secs(60),
             eta_min_span: Duration::from_secs(20),
             eta_horizon: Duration::from_secs(3600),

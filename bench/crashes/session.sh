@@ -7,7 +7,7 @@
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
-#                                                 precision-a, precision-b, four-gpus
+#                                                 precision-a, precision-b, new-healthy, new-crashes
 #
 # GPU=N before `rec` runs that job on GPU N alone (CUDA and the recorder), for plans that use
 # several GPUs side by side.
@@ -170,23 +170,24 @@ precision-b)
   rec c-expandable 150 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 90 --every 8
   rec h-tight-eval ${TIGHT_S:-170} healthy $W healthy-tight-eval --duration $((${TIGHT_S:-170} - 40)) --batch 8 --train-s 30 --eval-s 8
   ;;
-four-gpus)
-  # Shapes the corpus lacks, four GPUs side by side for about six minutes: a reinforcement-
-  # learning loop whose rollouts grow a KV cache to ~60 % of the card and drop it; an
-  # interactive session that loads and frees tens of GiB; a server whose weights are read
-  # shard by shard before its KV caches grow to a crash, then a cache that grows from the
-  # process's first second; a sweep of short jobs one after another.
+new-healthy)
+  # Healthy shapes the corpus lacks, on one GPU in about eight and a half minutes: a
+  # reinforcement-learning loop whose rollouts grow a KV cache to ~60 % of the card and drop
+  # it, beside a sweep of short jobs one after another; then an interactive session that loads
+  # and frees tens of GiB, alone.
   slots=()
-  (GPU=0 rec h-rl 330 healthy $W healthy-rl --duration 280 --gen-s 30 --train-s 30 --fraction 0.6 --empty) &
+  rec h-rl 300 healthy $W healthy-rl --duration 240 --gen-s 30 --train-s 30 --fraction 0.6 --empty &
   slots+=($!)
-  (GPU=1 rec h-interactive 330 healthy $W healthy-interactive --duration 280 --fraction 0.45 --seed 1) &
-  slots+=($!)
-  (GPU=2 rec c-kv-server 240 "" $W kv-server --growth-s 120 --load-s 30 --period-s 0.05
-   GPU=2 rec c-grower-young 240 "" $W grower --start-gib 2 --chunk-mib 384 --period-s 0.5) &
-  slots+=($!)
-  (GPU=3 rec h-sweep 330 healthy bash -c "for b in 2 4 8 12 16 6; do $W healthy-steady --duration 40 --batch \$b; sleep 3; done") &
+  rec h-sweep 300 healthy bash -c "for b in 2 4 8 12 16 6; do $W healthy-steady --duration 35 --batch \$b; sleep 3; done" &
   slots+=($!)
   wait "${slots[@]}"
+  rec h-interactive 270 healthy $W healthy-interactive --duration 240 --fraction 0.45 --seed 1
+  ;;
+new-crashes)
+  # A server whose weights are read shard by shard before its KV caches grow to a crash, then
+  # a cache that grows from the process's first second.
+  rec c-kv-server 240 "" $W kv-server --growth-s 120 --load-s 30 --period-s 0.05
+  rec c-grower-young 240 "" $W grower --start-gib 2 --chunk-mib 384 --period-s 0.5
   ;;
 *)
   echo "unknown plan $PLAN" >&2

@@ -14,6 +14,34 @@ use super::trend::{fit_demand, Trend};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
 
+/// Points a demand trend is fitted on at most: a longer window is read in wider buckets (the
+/// fit's cost grows with the square of its points).
+const FIT_POINTS: usize = 120;
+
+/// `points` in at most `n` groups of neighbours, each its last time and its highest value
+/// (demand is a high-water mark).
+fn coarsened(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
+    let k = points.len().div_ceil(n.max(1)).max(1);
+    if k == 1 {
+        return points.to_vec();
+    }
+    // Groups end at the newest point, so the latest level is always a point of its own group.
+    let first = points.len() % k;
+    let mut out: Vec<(f64, f64)> = points[..first]
+        .iter()
+        .copied()
+        .reduce(|a, b| (b.0, a.1.max(b.1)))
+        .into_iter()
+        .collect();
+    out.extend(points[first..].chunks(k).map(|c| {
+        (
+            c[c.len() - 1].0,
+            c.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+        )
+    }));
+    out
+}
+
 /// The high-water mark of a process's allocated bytes is taken over this window: a step's
 /// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
 /// sets a new record.
@@ -197,7 +225,7 @@ impl Demand {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
                 s.since(from).map(|b| (b.t, b.max().max(before))).collect();
-            fit_demand(&points, oom::MIN_STEP_BYTES)
+            fit_demand(&coarsened(&points, FIT_POINTS), oom::MIN_STEP_BYTES)
         };
         if tracing::enabled!(tracing::Level::TRACE) {
             for (view, s) in [
