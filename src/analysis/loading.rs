@@ -5,14 +5,15 @@
 //!
 //! Read from the process's footprint alone (the bytes it holds from the driver), so the same
 //! rule holds whether or not the process sends allocator reports, whatever its allocator does.
-//! A young process is loading while its footprint moves by large parts of itself: over the
-//! last `STRETCH` seconds it rose by more than `SHARE` of what it held at their start. Start-up
-//! comes in stages (the context, seconds of work on the CPU, the weights, the first step), so
-//! a pause does not end loading for good: a later rise of that size, while the process is
-//! young, is loading again. Growth is what is small beside what the process holds: weights
-//! taken in one block and then a cache that grows a little every second; a model loaded and
-//! then a leak. Whatever it does, loading lasts at most `max` seconds after the process
-//! appeared: a process that keeps taking large parts of itself for longer is growing.
+//! A process is loading while its footprint moves by large parts of itself: over the last
+//! `STRETCH` seconds it rose by more than `SHARE` of what it held at their start. Start-up comes
+//! in stages (the context, seconds of work on the CPU, the weights, the first step), and work
+//! can come in rounds that take much and give it all back (rollouts that fill a KV cache and
+//! drop it, a notebook that loads a dataset, computes and frees it), so a pause does not end
+//! loading for good: a later rise of that size is loading again. Growth is what is small beside
+//! what the process holds: weights taken in one block and then a cache that grows a little
+//! every second; a model loaded and then a leak. Whatever it does, one loading lasts at most
+//! `max` seconds: a process that keeps taking large parts of itself for longer is growing.
 
 use crate::model::Time;
 use std::collections::VecDeque;
@@ -29,8 +30,10 @@ pub struct Loading {
     /// Points of the last stretch, and the one just before it, oldest first.
     recent: VecDeque<(Time, f64)>,
     ended: Option<Time>,
-    /// Past `max`: the verdict no longer changes.
-    settled: bool,
+    /// When the loading under way began.
+    began: Option<Time>,
+    /// Ended by the cap: a rise that never paused is growth until it pauses.
+    capped: bool,
 }
 
 impl Loading {
@@ -46,33 +49,32 @@ impl Loading {
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
     /// may last. `min_step` is a segment: a smaller rise is no rise.
     pub fn push(&mut self, t: Time, bytes: f64, max: f64, min_step: f64) {
-        if self.settled {
-            return;
-        }
         let t0 = *self.start.get_or_insert(t);
         self.recent.push_back((t, bytes));
         while self.recent.len() >= 2 && self.recent[1].0 <= t - STRETCH {
             self.recent.pop_front();
         }
-        if t - t0 >= max {
-            self.ended.get_or_insert(t0 + max);
-            self.settled = true;
-            return;
+        let began = *self.began.get_or_insert(t0);
+        if self.recent.front().is_some_and(|p| p.0 <= t - STRETCH) {
+            // The stretch's lowest point: where the footprint stopped moving in large parts
+            // (the end of a ramp, a block taken, a cache given back).
+            let (since, low) =
+                self.recent
+                    .iter()
+                    .fold((t, f64::INFINITY), |a, p| if p.1 < a.1 { *p } else { a });
+            let rise = bytes - low;
+            if rise >= min_step && rise > SHARE * low {
+                if !self.capped && self.ended.take().is_some() {
+                    self.began = Some(since);
+                }
+            } else {
+                self.capped = false;
+                self.ended.get_or_insert(since);
+            }
         }
-        if self.recent.front().is_none_or(|p| p.0 > t - STRETCH) {
-            return;
-        }
-        // The stretch's lowest point: where the footprint stopped moving in large parts (the
-        // end of a ramp, a block taken, a cache given back).
-        let (since, low) =
-            self.recent
-                .iter()
-                .fold((t, f64::INFINITY), |a, p| if p.1 < a.1 { *p } else { a });
-        let rise = bytes - low;
-        if rise >= min_step && rise > SHARE * low {
-            self.ended = None;
-        } else {
-            self.ended.get_or_insert(since);
+        if self.ended.is_none() && t - self.began.unwrap_or(began) >= max {
+            self.ended = Some(self.began.unwrap_or(began) + max);
+            self.capped = true;
         }
     }
 }
