@@ -438,6 +438,9 @@ pub struct Score {
     pub high_seconds: usize,
     pub min_eta: Option<f64>,
     pub leak_seconds: usize,
+    /// Crash runs: seconds from the start of the growth (`Run::growth_from`) to the first leak
+    /// flag before the crash.
+    pub leak_flag_after: Option<f64>,
 }
 
 impl Score {
@@ -464,6 +467,9 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
                 break;
             }
             let left = c - x.t;
+            if x.leak_flag && s.leak_flag_after.is_none() {
+                s.leak_flag_after = Some(x.t - run.growth_from.unwrap_or(0.0));
+            }
             if x.risk >= 3 {
                 s.first_critical_left.get_or_insert(left);
             }
@@ -637,6 +643,7 @@ pub fn evaluate_variant(bin: &Path, run: &Run, variant: Variant, phases: &[f64])
         // The variant and the shift moved the replay's clock: put the crash back on it.
         let moved = Run {
             crash: run.crash.map(|c| c * variant.stretch() + phase),
+            growth_from: run.growth_from.map(|g| g * variant.stretch() + phase),
             ..run.clone()
         };
         out.push(score(&moved, "gpumem-exporter", phase, &seconds));
@@ -657,7 +664,7 @@ fn opt(v: Option<f64>) -> String {
 /// One row per run and detector: the worst phase for leads, the mean ETA share.
 pub fn table(scores: &[Score]) -> String {
     let mut s = String::from(
-        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | bounds hold the truth | healthy: s at ≥ high / min ETA s / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | bounds hold the truth | leak flag, s after the growth began (latest) | healthy: s at ≥ high / min ETA s / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mut keys: Vec<(String, &str)> =
         scores.iter().map(|x| (x.run.clone(), x.detector)).collect();
@@ -698,8 +705,20 @@ pub fn table(scores: &[Score]) -> String {
         } else {
             "".into()
         };
+        let leak = if crash.is_some() && det == "gpumem-exporter" {
+            if rows.iter().all(|r| r.leak_flag_after.is_some()) {
+                opt(rows
+                    .iter()
+                    .filter_map(|r| r.leak_flag_after)
+                    .reduce(f64::max))
+            } else {
+                "–".into()
+            }
+        } else {
+            "".into()
+        };
         s.push_str(&format!(
-            "| {run} | {det} | {} | {} | {} | {} | {} | {} | {healthy} |\n",
+            "| {run} | {det} | {} | {} | {} | {} | {} | {} | {leak} | {healthy} |\n",
             opt(crash),
             if crash.is_some() {
                 opt(Some(worst(|r| r.critical_lead)))

@@ -368,7 +368,7 @@ impl Default for AnalysisConfig {
             eta_warmup: Duration::from_secs(60),
             eta_min_span: Duration::from_secs(20),
             eta_horizon: Duration::from_secs(3600),
-            eta_max_extrapolation: 3.0,
+            eta_max_extrapolation: 5.0,
             peak_window: Duration::from_secs(300),
             risk: RiskConfig::default(),
         }

@@ -81,14 +81,16 @@ fn detection_targets_hold_on_real_traces() {
         // The clean ramp's target was 90 % of the seconds at the recorded 0.1 s rate; at one
         // report a second a trend needs `eta_min_span` (20 s) before it is extrapolated, which
         // costs d1-oom the first of its 117 scored seconds (80 % measured, bench/RESULTS.md).
-        // Since the forecast counts only growth the job keeps (records above its earlier
-        // demand whose 10 s minima rise too) and ends a warm-up after three frees, the clean
-        // ramp's trend is credible later and its slope starts lower: 57 % measured
-        // (docs/forecast.md). Held there so that a further regression fails.
+        // d1-oom's leak starts with the process and never slows: a rise that large beside what
+        // the process holds is read as loading for `analysis.eta_warmup` (60 s), as a
+        // checkpoint read at disk speed is (docs/analysis.md, "Loading"), so its ETA starts a
+        // minute into the run: 32 % measured (57 % when three allocator frees ended a
+        // warm-up, a rule that hid a KV cache's growth for a minute). Held there so that a
+        // further regression fails.
         let (within, need, high, crit) = if s.shared {
             (25, 0.60, 40.0, 15.0)
         } else {
-            (15, 0.55, 60.0, 20.0)
+            (15, 0.30, 60.0, 20.0)
         };
         if s.eta_seconds.0 > 0 {
             let share = s.eta_share(within).unwrap();

@@ -102,6 +102,8 @@ pub struct Demand {
     /// grows every stage raises it stage by stage while the cache still absorbs the steps.
     record_need: Series,
     held: f64,
+    /// What it held from the driver, over time (its footprint).
+    footprint: Series,
     /// When it last gave memory back to the driver (an emptied cache, the end of an evaluation
     /// phase): it will ask for it again.
     gave_back_at: Option<Time>,
@@ -122,7 +124,8 @@ impl Demand {
             segments: VecDeque::new(),
             need: history.clone(),
             peak_need: history.clone(),
-            record_need: history,
+            record_need: history.clone(),
+            footprint: history,
             held: 0.0,
             gave_back_at: None,
             trend: None,
@@ -147,6 +150,11 @@ impl Demand {
     }
 
     /// The credible growth of its need, as of the last `update`.
+    /// What it held from the driver, over time.
+    pub fn footprint(&self) -> &Series {
+        &self.footprint
+    }
+
     pub fn trend(&self) -> Option<Trend> {
         self.trend
     }
@@ -200,6 +208,7 @@ impl Demand {
                 self.gave_back_at = Some(now);
             }
             self.held = held;
+            self.footprint.push(now, held);
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
@@ -242,7 +251,7 @@ impl Demand {
                         p_value = t.p_value,
                         recent_slope = t.recent_slope,
                         credible = oom::credible(&t, &p.eta),
-                        persistent = oom::persistent(&t, s, from, now),
+                        persistent = oom::persistent(&t, s, from, now, &oom::PERSISTENCE),
                         "demand trend"
                     );
                 }
@@ -255,7 +264,9 @@ impl Demand {
         ]
         .into_iter()
         .filter_map(|(t, raw)| t.zip(Some(raw)))
-        .filter(|(t, raw)| oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now))
+        .filter(|(t, raw)| {
+            oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now, &oom::PERSISTENCE)
+        })
         .map(|(t, _)| t)
         .max_by(|a, b| a.slope.total_cmp(&b.slope));
     }

@@ -73,7 +73,10 @@ pub fn estimate(
     let xy: Vec<(f64, f64)> = points.iter().map(|q| (q.t, q.min)).collect();
     let st = steps(&xy, MIN_STEP_BYTES);
     let level_change = st.count > 0 && st.count <= 3 && st.rise_share >= 0.5;
-    let passes = trend.slope_lower > p.threshold && trend.p_value < p.significance && !level_change;
+    let passes = trend.slope_lower > p.threshold
+        && trend.p_value < p.significance
+        && !level_change
+        && super::oom::persistent(&trend, series, from, now, &super::oom::LEAK_PERSISTENCE);
     Some(LeakEstimate { trend, passes })
 }
 

@@ -96,19 +96,41 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.recent_slope >= 0.5 * t.slope
 }
 
-/// Widest windows whose minima tell a level the demand keeps from one it only visits.
-pub const PERSIST_WINDOW: f64 = 10.0;
+/// How closely `persistent` looks: windows of `span / parts` seconds (at least 5, at most
+/// `widest`), whose minima must rise with Mann–Kendall p under `significance`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Persistence {
+    pub parts: f64,
+    pub widest: f64,
+    pub significance: f64,
+}
 
-/// A rise of the demand (`trend`, fitted on the demand above what the process needed before)
-/// is growth only when the demand keeps what it reached: the minima of `raw` over windows of
-/// a quarter of the trend's span (5 to `PERSIST_WINDOW` seconds: the test looks as closely at
-/// a young trend as at an old one) rise at half the trend's pace or more. Records of a
-/// heavy-tailed need (the largest batch of requests so far, the longest sequence, a new input
-/// size benchmarked once) come and go; a leak, a growing cache or a larger batch stays.
-pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time) -> bool {
-    let window = (trend.span / 4.0).clamp(5.0, PERSIST_WINDOW);
+/// For a forecast: a staircase's steps must stay apart, and a page cannot wait for minutes.
+pub const PERSISTENCE: Persistence = Persistence {
+    parts: 4.0,
+    widest: 10.0,
+    significance: 0.05,
+};
+
+/// For a leak, which takes minutes to prove and must not be the sampled sawtooth of a step
+/// whose length varies: eight windows, as significant as the leak test itself.
+pub const LEAK_PERSISTENCE: Persistence = Persistence {
+    parts: 8.0,
+    widest: 60.0,
+    significance: 0.01,
+};
+
+/// A rise (`trend`) is growth only when what rose stays: the minima of `raw` over windows of
+/// a part of the trend's span (the test looks as closely at a young trend as at an old one)
+/// rise at half the trend's pace or more. Records of a heavy-tailed need (the largest batch of
+/// requests so far, the longest sequence, a new input size benchmarked once) come and go, and
+/// so do the teeth of a sawtooth that a sample caught high; a leak, a growing cache or a larger
+/// batch stays.
+pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persistence) -> bool {
+    let window = (trend.span / p.parts).clamp(5.0, p.widest);
     let floor = super::trend::floor_points(raw, from, to, window);
-    super::trend::fit(&floor).is_some_and(|f| f.p_value < 0.05 && f.slope >= 0.5 * trend.slope)
+    super::trend::fit(&floor)
+        .is_some_and(|f| f.p_value < p.significance && f.slope >= 0.5 * trend.slope)
 }
 
 /// Room left for part `i`'s next step beside what the others hold.
@@ -510,9 +532,21 @@ mod tests {
         };
         let records = |t: f64| 2.0 * GIB + (t / 20.0).floor() * 0.5 * GIB;
         let growth = trend(records, 119.0).unwrap();
-        assert!(!persistent(&growth, &series(&bursts), 0.0, 119.0));
+        assert!(!persistent(
+            &growth,
+            &series(&bursts),
+            0.0,
+            119.0,
+            &PERSISTENCE
+        ));
         // The same records kept: a cache that grows and stays.
-        assert!(persistent(&growth, &series(&records), 0.0, 119.0));
+        assert!(persistent(
+            &growth,
+            &series(&records),
+            0.0,
+            119.0,
+            &PERSISTENCE
+        ));
     }
 
     #[test]

@@ -140,7 +140,7 @@ pub struct Steps {
     pub count: usize,
     /// Index of the point just after the last upward jump.
     pub after_last: usize,
-    /// Share of the whole rise (last − first) that the upward jumps make.
+    /// Share of the whole rise (highest − first) that the upward jumps make.
     pub rise_share: f64,
     /// Median time between upward jumps.
     pub median_gap: f64,
@@ -177,9 +177,11 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
             jumped += d;
         }
     }
-    let rise = match (points.first(), points.last()) {
-        (Some(a), Some(b)) => b.1 - a.1,
-        _ => 0.0,
+    // From the first point to the highest: an allocator that gives cache back under pressure
+    // after its last step does not make the steps before it a bigger share of the rise.
+    let rise = match points.first() {
+        Some(a) => points.iter().map(|p| p.1).fold(a.1, f64::max) - a.1,
+        None => 0.0,
     };
     let mut gaps: Vec<f64> = jumps.windows(2).map(|w| w[1].1 - w[0].1).collect();
     let mut sizes: Vec<f64> = jumps.iter().map(|j| j.2).collect();
