@@ -12,6 +12,12 @@
     // --- OOM risk (the exporter's own levels: 0 low, 1 medium, 2 high, 3 critical) ----------
     // The forecast thresholds behind the levels live in the exporter's configuration
     // (`analysis.risk.*`), not here: these only pick which level pages and which warns.
+    // The OOM alerts' own evaluation interval, whatever Prometheus's global one (often 30 s or
+    // the default 1 m): a critical level is seen at the next scrape, and then at most this much
+    // later by the rule, instead of up to a whole global interval (docs/alerts.md, the delay
+    // budget). The expressions read a few series per GPU: 5 s costs nothing. null: the global
+    // evaluation interval.
+    oomAlertsInterval: '5s',
     oomImminentRiskLevel: 3,
     // null: no `for`. At a 15 s scrape and evaluation the page already waits up to 30 s, and
     // a critical forecast leaves about a minute (docs/alerts.md, the delay budget).

@@ -32,6 +32,7 @@ local withDriver(level) = |||
     groups+: [
       {
         name: 'gpumem.alerts.oom',
+        [if c.oomAlertsInterval != null then 'interval']: c.oomAlertsInterval,
         rules: [
           {
             alert: 'GpuMemoryOomImminent',
@@ -45,9 +46,9 @@ local withDriver(level) = |||
               kill): so no `keep_firing_for` here, and the page resolves at the first evaluation
               after the process is gone. Joined with gpumem_oom_risk_driver_info, the alert names
               that process, and the next growth on the same GPU is a new alert and a new page.
-              No `for`: at a 15 s scrape and evaluation the page already waits up to 30 s for
-              Prometheus (docs/alerts.md, the delay budget), and a minute is all a critical
-              forecast leaves.
+              No `for`: at a 15 s scrape the page already waits up to 20 s for Prometheus (the
+              scrape, then this group's own 5 s evaluation; docs/alerts.md, the delay budget), and
+              a minute is all a critical forecast leaves.
             ||| },
             expr: withDriver(c.oomImminentRiskLevel),
             [if c.oomImminentFor != null then 'for']: c.oomImminentFor,
