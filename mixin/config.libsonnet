@@ -12,18 +12,28 @@
     // --- OOM risk (the exporter's own levels: 0 low, 1 medium, 2 high, 3 critical) ----------
     // The forecast thresholds behind the levels live in the exporter's configuration
     // (`analysis.risk.*`), not here: these only pick which level pages and which warns.
+    // The OOM alerts' own evaluation interval, whatever Prometheus's global one (often 30 s or
+    // the default 1 m): a critical level is seen at the next scrape, and then at most this much
+    // later by the rule, instead of up to a whole global interval (docs/alerts.md, the delay
+    // budget). The expressions read a few series per GPU: 5 s costs nothing. null: the global
+    // evaluation interval.
+    oomAlertsInterval: '5s',
     oomImminentRiskLevel: 3,
     // null: no `for`. At a 15 s scrape and evaluation the page already waits up to 30 s, and
     // a critical forecast leaves about a minute (docs/alerts.md, the delay budget).
     oomImminentFor: null,
-    // A staircase (a batch-size warm-up, a cache grown segment by segment) can lose its ETA
-    // between two steps; the page stays open across such a gap instead of resolving and
-    // firing again. A false page costs this much longer; a crash ends its series, and the
-    // page resolves this long after.
-    oomImminentKeepFiringFor: '2m',
+    // No `keep_firing_for`: the exporter holds a critical level across a staircase's gaps (a
+    // batch-size warm-up, a cache grown segment by segment) while the process that drove it
+    // lives, and drops it when that process exits, so the page holds to the crash and resolves
+    // at the next evaluation after it (docs/alerts.md, one page per incident). A duration here
+    // would bridge one job's page into the next job's incident on the same GPU.
+    oomImminentKeepFiringFor: null,
     oomRiskHighRiskLevel: 2,
     oomRiskHighFor: '30s',
-    oomRiskHighKeepFiringFor: '1m',
+    oomRiskHighKeepFiringFor: null,
+    // The windows of the forecast's score (precision and recall of the page, recorded per
+    // cluster): a week follows a change, a month has enough OOMs to mean something.
+    forecastScoreWindows: ['7d', '30d'],
     // Tight but steady headroom (gpumem_headroom_tight): a ticket for the owners, never a page.
     headroomTightFor: '15m',
 

@@ -190,9 +190,6 @@ pub struct RiskConfig {
     /// 90 % up front and stays there is not at high risk; `oom --threshold` turns this off, for
     /// users who want a plain used-share threshold.
     pub high_used_needs_growth: bool,
-    /// An OOM within this long keeps the risk at least high.
-    #[serde(with = "humantime_serde")]
-    pub recent_oom: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,7 +380,6 @@ impl Default for RiskConfig {
             medium_eta: Duration::from_secs(1800),
             medium_used_fraction: 0.85,
             high_used_fraction: 0.95,
-            recent_oom: Duration::from_secs(300),
             high_used_needs_growth: true,
         }
     }

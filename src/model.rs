@@ -171,6 +171,26 @@ pub struct Event {
     pub name: String,
     #[serde(default)]
     pub message: Option<String>,
+    /// An `oom` event's failing request, where the client caught it (PyTorch's out-of-memory
+    /// observer hands it over).
+    #[serde(default)]
+    pub request_bytes: Option<u64>,
+    /// An `oom` event: the device's free bytes when the request failed.
+    #[serde(default)]
+    pub free_bytes: Option<u64>,
+}
+
+impl Event {
+    /// An event with a kind and a name only.
+    pub fn named(kind: EventKind, name: impl Into<String>) -> Self {
+        Event {
+            kind,
+            name: name.into(),
+            message: None,
+            request_bytes: None,
+            free_bytes: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

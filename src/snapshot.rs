@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::analysis::incident::{OomKind, Outcome, Score};
 use crate::analysis::oom::{RiskLevel, RiskReason};
 use crate::model::{Component, DeviceStats, Identity};
 use crate::model::{DeviceMemory, GpuIdentity, Time};
@@ -49,6 +50,52 @@ pub struct GpuView {
     /// list (another PID namespace), of dead processes never torn down, leaked IPC handles.
     /// None while the process list could not be read.
     pub unattributed: Option<u64>,
+    /// The process whose growth drives the risk, while the level is high or above.
+    pub driver: Option<DriverView>,
+    /// The out-of-memory errors of the last `OOM_EVENT_TTL` seconds, oldest first.
+    pub oom_events: Vec<OomEventView>,
+    /// Out-of-memory errors counted on this GPU, by kind and training job.
+    pub oom_counts: Vec<OomCount>,
+    /// The forecast's score on this GPU since the exporter started.
+    pub score: Score,
+}
+
+/// Who drives a GPU's risk: a process, or (`pid: None`) memory no listed process accounts for.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverView {
+    pub pid: Option<u32>,
+    pub comm: String,
+    pub pod: Option<PodLabels>,
+}
+
+/// One out-of-memory error, as its process was known then.
+#[derive(Debug, Clone, Serialize)]
+pub struct OomEventView {
+    /// When it became known, on the source's clock.
+    pub t: Time,
+    /// Its number among the OOMs counted on this GPU since the exporter started.
+    pub event: u64,
+    pub kind: OomKind,
+    pub pid: u32,
+    pub comm: String,
+    /// The training job its process reported (empty: none).
+    pub job: String,
+    pub pod: Option<PodLabels>,
+    /// The request that failed and the device's free bytes then, where known.
+    pub request_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    /// What the GPU showed when it came.
+    pub outcome: Outcome,
+    /// Seconds at the outcome's level (critical, high) before it.
+    pub lead: Option<f64>,
+}
+
+/// A count of out-of-memory errors.
+#[derive(Debug, Clone, Serialize)]
+pub struct OomCount {
+    pub kind: OomKind,
+    pub job: String,
+    pub count: u64,
 }
 
 impl GpuView {

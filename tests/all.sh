@@ -48,5 +48,7 @@ bash tests/top_tmux.sh
 step "end-to-end: exporter, Prometheus, Alertmanager"
 cargo build --quiet
 GPUMEM_BIN="$PWD/target/debug/gpumem-exporter" python3 tests/e2e/run_e2e.py
+step "end-to-end: one page per incident, three real crashes replayed in real time (about 7 minutes)"
+GPUMEM_BIN="$PWD/target/debug/gpumem-exporter" python3 tests/e2e/run_incidents.py
 
 step "all tests passed"

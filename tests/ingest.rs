@@ -260,6 +260,12 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
     let e = Exporter::start_with_config(IDLE_GPU, &[]);
     let (uuid, m, answer) = forge_ooms(&e);
     assert_eq!(gpu_risk(&m, &uuid), 0.0, "forged OOMs moved the GPU's risk");
+    let ooms = |m: &str, uuid: &str| {
+        let of_gpu = [("uuid", uuid), ("kind", "reported"), ("job", "")];
+        sample_value(m, "gpumem_oom_events_total", &of_gpu)
+    };
+    assert_eq!(ooms(&m, &uuid), Some(0.0), "forged OOMs counted on the GPU");
+    assert_eq!(sample_value(&m, "gpumem_oom_event_info", &[]), None);
     let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(v["unlisted"], json!([uuid]), "{answer}");
     // Kept as the process's own numbers, counted, and nothing derived from them.
@@ -279,7 +285,7 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
     // Within the listing grace a process may just be starting: no warning yet.
     assert!(!e.log().contains("ingest.listing_grace"), "{}", e.log());
 
-    // The control: the same reports, trusted, do page. Without it this test could pass with
+    // The control: the same reports, trusted, count. Without it this test could pass with
     // OOM events ignored altogether.
     // Past the grace it is worth a warning (once per process).
     let strict =
@@ -290,7 +296,16 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
 
     let trusting = Exporter::start_with_config(&format!("{IDLE_GPU}{TRUST_REPORTS}"), &[]);
     let (uuid, m, _) = forge_ooms(&trusting);
-    assert_eq!(gpu_risk(&m, &uuid), 3.0, "trusted OOM reports must page");
+    // Ten OOMs, as the allocator's counter says (each event was one of them), each an event of
+    // its own; an OOM that happened is no level of the forecast (the retries, without growth,
+    // are medium at most).
+    assert_eq!(
+        ooms(&m, &uuid),
+        Some(10.0),
+        "trusted OOM reports must count"
+    );
+    assert!(sample_value(&m, "gpumem_oom_event_info", &[("uuid", uuid.as_str())]).is_some());
+    assert!(gpu_risk(&m, &uuid) < 2.0);
 }
 
 #[test]

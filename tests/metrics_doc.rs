@@ -35,7 +35,8 @@ fn served() -> BTreeMap<String, String> {
     .into_iter()
     .map(SimGpuConfig::new)
     .collect();
-    cfg.sim.gpus[2].ramp_seconds = Some(60.0);
+    // Long enough for a forecast after the warm-up, a page and the crash within the run.
+    cfg.sim.gpus[2].ramp_seconds = Some(120.0);
     let mut src = SimSource::new(&cfg.sim);
     let mut engine = Engine::new(&cfg, "sim");
     let counters = Counters::default();

@@ -1,4 +1,5 @@
-// The exporter's OOM risk levels, paged (critical) and warned (high).
+// The exporter's OOM risk levels, paged (critical) and warned (high), and the out-of-memory
+// errors themselves.
 //
 // Hidden fields on a rule only shape the rendered file: `comments` are printed above the rule
 // (`above`) or above one of its fields.
@@ -8,8 +9,22 @@ local query = {
   used: '{{ with printf `gpumem_used_bytes{instance=%q,gpu=%q} / gpumem_total_bytes{instance=%q,gpu=%q}` $labels.instance $labels.gpu $labels.instance $labels.gpu | query }}',
   risk: '{{ with printf `gpumem_oom_risk_info{instance=%q,gpu=%q}` $labels.instance $labels.gpu | query }}',
   largest: '{{ with printf `topk(1, gpumem_process_used_bytes{instance=%q,gpu=%q})` $labels.instance $labels.gpu | query }}',
+  event(family): '{{ with printf `%s{instance=%%q,uuid=%%q,event=%%q}` $labels.instance $labels.uuid $labels.event | query }}' % family,
 };
 local largestProcess = 'Largest process: ' + query.largest + '{{ with . | first }}{{ .Labels.comm }} (pid {{ .Labels.pid }}, {{ .Value | humanize1024 }}B){{ end }}{{ else }}none reported{{ end }}.';
+// The process the exporter names as the driver (joined from gpumem_oom_risk_driver_info), or
+// the largest one where it names none (memory no listed process accounts for).
+local driver = '{{ if $labels.pid }}Driven by {{ or $labels.comm "process" }} (pid {{ $labels.pid }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ end }}): the alert ends when it exits.{{ else }}' + largestProcess + '{{ end }}';
+// The GPU's risk level at or above `level`, with the labels of the process that drives it: a new
+// driver is a new alert (and a new page). An exporter that names no driver still alerts.
+local withDriver(level) = |||
+  (gpumem_oom_risk_level{pid=""} >= %(level)s)
+    * on (instance, uuid) group_left (pid, comm, namespace, pod, container)
+      gpumem_oom_risk_driver_info
+  or
+  (gpumem_oom_risk_level{pid=""} >= %(level)s)
+    unless on (instance, uuid) gpumem_oom_risk_driver_info
+||| % { level: u.num(level) };
 
 {
   prometheusAlerts+:: {
@@ -17,23 +32,25 @@ local largestProcess = 'Largest process: ' + query.largest + '{{ with . | first 
     groups+: [
       {
         name: 'gpumem.alerts.oom',
+        [if c.oomAlertsInterval != null then 'interval']: c.oomAlertsInterval,
         rules: [
           {
             alert: 'GpuMemoryOomImminent',
             comments:: { expr: |||
               The exporter's critical level: its forecast of the first allocation that fails is
-              under `analysis.risk.critical_eta` (60 s by default), the allocator already retries on
-              a GPU whose demand grows, or an allocation failed in the last minute (the job is down:
-              someone must act). The exporter only forecasts from credible trends after a process's
-              warm-up, and holds each level 15 s, so every level it reaches is seen by a scrape.
-              No `for`: at a 15 s scrape and evaluation the page already waits up to 30 s for
-              Prometheus (docs/alerts.md, the delay budget), and a minute is all a critical
-              forecast leaves. `keep_firing_for`: a staircase can lose its forecast between two
-              steps; the page holds across that gap to the crash instead of resolving.
+              under `analysis.risk.critical_eta` (60 s by default). An OOM that happened is not a
+              level: it is GpuMemoryOomOccurred. The exporter only forecasts from credible trends
+              after a process's warm-up and holds each level 15 s, so every level it reaches is seen
+              by a scrape. It holds critical across a staircase's gaps while the process that drove
+              it lives, and lets go at once when that process exits (a crash, the end of the job, a
+              kill): so no `keep_firing_for` here, and the page resolves at the first evaluation
+              after the process is gone. Joined with gpumem_oom_risk_driver_info, the alert names
+              that process, and the next growth on the same GPU is a new alert and a new page.
+              No `for`: at a 15 s scrape the page already waits up to 20 s for Prometheus (the
+              scrape, then this group's own 5 s evaluation; docs/alerts.md, the delay budget), and
+              a minute is all a critical forecast leaves.
             ||| },
-            expr: |||
-              gpumem_oom_risk_level{pid=""} >= %s
-            ||| % u.num(c.oomImminentRiskLevel),
+            expr: withDriver(c.oomImminentRiskLevel),
             [if c.oomImminentFor != null then 'for']: c.oomImminentFor,
             [if c.oomImminentKeepFiringFor != null then 'keep_firing_for']: c.oomImminentKeepFiringFor,
             labels: { severity: 'critical' },
@@ -45,23 +62,22 @@ local largestProcess = 'Largest process: ' + query.largest + '{{ with . | first 
               query.eta + 'predicted OOM in {{ . | first | value | humanizeDuration }}{{ else }}no ETA{{ end }},',
               query.used + '{{ . | first | value | humanizePercentage }} used{{ else }}usage unknown{{ end }},',
               'risk reason ' + query.risk + '{{ . | first | label "reason" }}{{ else }}unknown{{ end }}.',
-              largestProcess,
+              driver,
             ]),
           },
           {
             alert: 'GpuMemoryOomRiskHigh',
             comments:: { expr: |||
               The exporter's high level: its forecast is under `analysis.risk.high_eta` (5 min by
-              default), the GPU is nearly full (95 %) while demand grows, or an OOM in the last 5
-              minutes. Allocator retries without growth are tight but steady headroom
+              default), the GPU is nearly full (95 %) while demand grows, or the allocator retries
+              while demand grows. Allocator retries without growth are tight but steady headroom
               (GpuMemoryHeadroomTight), not this. A full GPU that stays flat (a server that takes 90 %
               up front) is not high. The thresholds live in the exporter's configuration, not here.
-              `for: 30s`: a blip of high shorter than 30 s does not warn; a forecast of "within
-              5 minutes" still leaves minutes to act (docs/alerts.md, the delay budget).
+              Named after the process that drives it, as the page is; it resolves when that process
+              exits. `for: 30s`: a blip of high shorter than 30 s does not warn; a forecast of
+              "within 5 minutes" still leaves minutes to act (docs/alerts.md, the delay budget).
             ||| },
-            expr: |||
-              gpumem_oom_risk_level{pid=""} >= %s
-            ||| % u.num(c.oomRiskHighRiskLevel),
+            expr: withDriver(c.oomRiskHighRiskLevel),
             [if c.oomRiskHighFor != null then 'for']: c.oomRiskHighFor,
             [if c.oomRiskHighKeepFiringFor != null then 'keep_firing_for']: c.oomRiskHighKeepFiringFor,
             labels: { severity: 'warning' },
@@ -73,7 +89,34 @@ local largestProcess = 'Largest process: ' + query.largest + '{{ with . | first 
               query.risk + 'risk level {{ . | first | label "level" }} (reason {{ . | first | label "reason" }}){{ else }}high risk{{ end }}:',
               query.eta + 'predicted OOM in {{ . | first | value | humanizeDuration }}{{ else }}no ETA now{{ end }},',
               query.used + '{{ . | first | value | humanizePercentage }} used{{ else }}usage unknown{{ end }}.',
-              largestProcess,
+              driver,
+            ]),
+          },
+          {
+            alert: 'GpuMemoryOomOccurred',
+            comments:: { expr: |||
+              An out-of-memory error: a process's client reported it (kind="reported"), or a process
+              without a client vanished from a full GPU (kind="inferred"). The exporter serves one
+              series per error for 2 minutes, numbered per GPU (`event`): every error is an alert of
+              its own and fires once, however close two come. No `for`: it has happened. A warning:
+              the job is down and someone should look, but the page about it (if the forecast saw it
+              coming) went out before. The text says what failed and how the forecast did.
+            ||| },
+            expr: |||
+              gpumem_oom_event_info
+            |||,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'Out of memory on GPU {{ $labels.gpu }} on {{ $labels.instance }}: {{ or $labels.comm "process" }} (pid {{ $labels.pid }}).',
+              runbook_url: c.runbookURLPattern % 'GpuMemoryOomOccurred',
+            } + u.description([
+              '{{ if eq $labels.kind "inferred" }}{{ or $labels.comm "A process" }} (pid {{ $labels.pid }}), a process without the client, vanished from GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} while it was full: an out-of-memory error, inferred.',
+              '{{- else }}{{ or $labels.comm "A process" }} (pid {{ $labels.pid }}{{ with $labels.exported_job }}, training job {{ . }}{{ end }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ end }}) ran out of memory on GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }}.{{ end }}',
+              query.event('gpumem_oom_event_request_bytes') + 'The request that failed: {{ . | first | value | humanize1024 }}B;{{ else }}The size of the failing request is unknown;{{ end }}',
+              query.event('gpumem_oom_event_free_bytes') + '{{ . | first | value | humanize1024 }}B were free.{{ else }}free memory unknown.{{ end }}',
+              '{{ if eq $labels.outcome "paged" }}The forecast paged ' + query.event('gpumem_oom_event_lead_seconds') + '{{ . | first | value | humanizeDuration }} {{ end }}before it.',
+              '{{- else if eq $labels.outcome "warned" }}The forecast warned (high risk) ' + query.event('gpumem_oom_event_lead_seconds') + '{{ . | first | value | humanizeDuration }} {{ end }}before it, but did not page.',
+              '{{- else }}The forecast did not see it coming.{{ end }}',
             ]),
           },
           {

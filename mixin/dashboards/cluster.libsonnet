@@ -141,6 +141,32 @@ local m = vars.match;
           [lib.instant('ALERTS{alertname=~"GpuMem.*", alertstate="firing", %s}' % m.cluster)],
           hide=['Time', '__name__', 'Value', 'alertstate'],
         ) + lib.at(16, 36, 8, 8),
+
+        lib.timeseries(
+          "The page's score",
+          "From the cluster's own jobs (recorded rules of gpumem.recording.forecast): recall, the share of out-of-memory errors the page came before (reported by a client; inferred ones apart); warning recall, those the page or the high-risk warning came before; precision, the share of pages an out-of-memory error followed (a page none followed may be a false alarm or a job someone stopped in time). Over %s." % std.join(' and ', c.forecastScoreWindows),
+          'percentunit',
+          std.flattenArrays([
+            [
+              lib.range('cluster_kind:gpumem_forecast_page_recall:ratio%s{%s}' % [w, m.cluster], '{{kind}} recall %s' % w),
+              lib.range('cluster_kind:gpumem_forecast_warning_recall:ratio%s{%s}' % [w, m.cluster], '{{kind}} warning recall %s' % w),
+              lib.range('cluster:gpumem_forecast_page_precision:ratio%s{%s}' % [w, m.cluster], 'precision %s' % w),
+            ]
+            for w in c.forecastScoreWindows
+          ]),
+          max=1,
+        ) + lib.at(0, 44, 12, 8),
+        lib.table(
+          'Out-of-memory errors and the forecast',
+          "Over the time range, per node: out-of-memory errors by kind and by what the GPU showed when they came (paged, warned, missed), and the mean lead of the pages (recorded over %s)." % c.forecastScoreWindows[std.length(c.forecastScoreWindows) - 1],
+          'none',
+          [
+            lib.instant('sum by (instance, kind, outcome) (increase(gpumem_forecast_ooms_total{%s}[$__range]))' % m.node),
+            lib.instant('cluster_kind:gpumem_forecast_page_lead_seconds:mean%s{%s}' % [c.forecastScoreWindows[std.length(c.forecastScoreWindows) - 1], m.cluster]),
+          ],
+          hide=['Time', '__name__'],
+          rename={ 'Value #A': 'OOMs', 'Value #B': 'mean page lead (s)' },
+        ) + lib.at(12, 44, 12, 8),
       ],
     ),
   },

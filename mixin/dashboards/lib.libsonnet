@@ -236,6 +236,22 @@
     skipUrlSync: false,
   },
 
+  // Out-of-memory errors as annotations, at the step where each one's series appears
+  // (gpumem_oom_event_info lives two minutes): selector without braces.
+  oomAnnotation(selector):: {
+    name: 'Out-of-memory errors',
+    datasource: $.datasource,
+    enable: true,
+    hide: false,
+    iconColor: 'red',
+    expr: 'gpumem_oom_event_info{%s} unless gpumem_oom_event_info{%s} offset $__interval' % [selector, selector],
+    step: '$__interval',
+    titleFormat: 'Out of memory: {{comm}} ({{pid}})',
+    textFormat: 'GPU {{gpu}} on {{instance}}, {{kind}}; the forecast had {{outcome}} it',
+    tagKeys: 'kind,outcome,pid',
+    useValueForTime: false,
+  },
+
   // --- dashboard -----------------------------------------------------------------------------
 
   // Panels get ids 1, 2, ... in order; cfg is the mixin's _config.

@@ -13,7 +13,7 @@ local m = vars.match;
       c,
       c.dashboardUids.node,
       'Node and GPU detail',
-      "One node's GPUs: used memory against capacity and peaks, predicted time to OOM, risk level, the processes on each GPU, and what NVML sees against what the allocators report.",
+      "One node's GPUs: used memory against capacity and peaks, predicted time to OOM, risk level, the processes on each GPU, what NVML sees against what the allocators report, and the out-of-memory errors (also annotations) with what the forecast said before each.",
       [vars.cluster, vars.instance, vars.gpu, vars.pid],
       [
         lib.timeseries(
@@ -103,7 +103,29 @@ local m = vars.match;
         lib.table('GPUs', "Descriptive data of the node's GPUs.", 'none', [
           lib.instant('gpumem_gpu_info{%s}' % m.gpu),
         ], hide=['Time', '__name__', 'job', 'Value']) + lib.at(0, 41, 24, 6),
+
+        lib.timeseries(
+          'Out-of-memory errors and what the forecast said',
+          'Out-of-memory errors per GPU and interval, by what the GPU showed when they came: paged (critical), warned (high only), missed; reported by a client or inferred (a process without one vanished from a full GPU). Each is also an annotation and a GpuMemoryOomOccurred alert.',
+          'none',
+          [
+            lib.range('sum by (instance, gpu, kind, outcome) (increase(gpumem_forecast_ooms_total{%s}[$__rate_interval]))' % m.gpu, 'GPU {{gpu}} {{kind}} {{outcome}}'),
+          ],
+          drawStyle='bars',
+        ) + lib.at(0, 47, 12, 8),
+        lib.table(
+          'Pages and the out-of-memory errors that followed',
+          'Over the time range, per GPU: critical episodes (one per page) an out-of-memory error followed and those none followed (a false alarm, or someone acted), and OOMs by what the forecast said.',
+          'none',
+          [
+            lib.instant('sum by (instance, gpu, outcome) (increase(gpumem_forecast_critical_episodes_total{%s}[$__range]))' % m.gpu),
+            lib.instant('sum by (instance, gpu, outcome) (increase(gpumem_forecast_ooms_total{%s}[$__range]))' % m.gpu),
+          ],
+          hide=['Time'],
+          rename={ 'Value #A': 'critical episodes', 'Value #B': 'OOMs' },
+        ) + lib.at(12, 47, 12, 8),
       ],
+      annotations=[lib.oomAnnotation(m.gpu)],
     ),
   },
 }

@@ -24,7 +24,7 @@ local m = vars.match;
       c,
       c.dashboardUids.process,
       'Process and training job',
-      "Inside one process's allocator and one training job: allocated against reserved against NVML, fragmentation, leak slope, retries and OOMs, model memory by component, ranks of the job. Phase changes are annotations.",
+      "Inside one process's allocator and one training job: allocated against reserved against NVML, fragmentation, leak slope, retries and OOMs, model memory by component, ranks of the job. Phase changes and out-of-memory errors are annotations.",
       [
         vars.cluster,
         vars.instance,
@@ -173,7 +173,7 @@ local m = vars.match;
         textFormat: '{{comm}} ({{pid}}) on GPU {{gpu}} entered {{phase}}',
         tagKeys: 'phase,pid',
         useValueForTime: false,
-      }],
+      }, lib.oomAnnotation(m.process)],
     ),
   },
 }

@@ -1,6 +1,7 @@
 // Recording rules: alerts/gpumem-rules.yaml. The groups come in the order of the imports.
 (import 'capacity.libsonnet') +
 (import 'jobs.libsonnet') +
+(import 'forecast.libsonnet') +
 {
   prometheusRules+:: {
     // The comment at the top of the rendered file (render.jsonnet); not part of the rules.

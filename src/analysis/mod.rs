@@ -4,6 +4,7 @@
 pub mod demand;
 pub mod fragmentation;
 pub mod imbalance;
+pub mod incident;
 pub mod leak;
 pub mod loading;
 pub mod oom;

@@ -217,7 +217,6 @@ pub enum RiskReason {
     Eta,
     UsedFraction,
     AllocRetries,
-    RecentOom,
 }
 
 impl RiskReason {
@@ -227,7 +226,6 @@ impl RiskReason {
             RiskReason::Eta => "eta",
             RiskReason::UsedFraction => "used_fraction",
             RiskReason::AllocRetries => "alloc_retries",
-            RiskReason::RecentOom => "recent_oom",
         }
     }
 }
@@ -240,7 +238,6 @@ pub struct RiskParams {
     pub medium_used: f64,
     pub high_used: f64,
     pub high_used_needs_growth: bool,
-    pub recent_oom: f64,
 }
 
 impl RiskParams {
@@ -252,7 +249,6 @@ impl RiskParams {
             medium_used: r.medium_used_fraction,
             high_used: r.high_used_fraction,
             high_used_needs_growth: r.high_used_needs_growth,
-            recent_oom: r.recent_oom.as_secs_f64(),
         }
     }
 }
@@ -268,8 +264,6 @@ pub struct RiskInputs {
     pub used_fraction: Option<f64>,
     /// Allocator retries within the last minute.
     pub recent_retries: u64,
-    /// Seconds since the last out-of-memory error.
-    pub oom_age: Option<f64>,
 }
 
 /// The risk level (low, medium, high, critical), with the reason that set it.
@@ -280,13 +274,6 @@ pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
             best = (level, reason);
         }
     };
-    if let Some(age) = i.oom_age {
-        if age <= 60.0 {
-            raise(RiskLevel::Critical, RiskReason::RecentOom);
-        } else if age <= p.recent_oom {
-            raise(RiskLevel::High, RiskReason::RecentOom);
-        }
-    }
     if let Some(eta) = i.eta {
         if eta <= p.critical_eta {
             raise(RiskLevel::Critical, RiskReason::Eta);
@@ -368,7 +355,6 @@ pub fn recommendation(
     }
     match (level, reason) {
         (RiskLevel::Low, _) => "No action needed",
-        (_, RiskReason::RecentOom) => "An allocation failed: reduce the batch size, enable gradient checkpointing or mixed precision, then restart from the last checkpoint",
         (_, RiskReason::AllocRetries) => "The allocator is flushing its cache to fit allocations: reduce the batch size or sequence length, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
         (RiskLevel::Critical, _) => "Reduce batch size immediately, or checkpoint now: memory will run out within a minute",
         (RiskLevel::High, RiskReason::Eta) => "Memory keeps growing towards the limit: look for a leak (tensors kept across steps, growing caches), reduce batch size, enable gradient checkpointing",
@@ -627,29 +613,6 @@ mod tests {
                 ..Default::default()
             }),
             (RiskLevel::High, RiskReason::AllocRetries)
-        );
-        assert_eq!(
-            a(RiskInputs {
-                oom_age: Some(10.0),
-                ..Default::default()
-            }),
-            (RiskLevel::Critical, RiskReason::RecentOom)
-        );
-        assert_eq!(
-            a(RiskInputs {
-                oom_age: Some(200.0),
-                ..Default::default()
-            })
-            .0,
-            RiskLevel::High
-        );
-        assert_eq!(
-            a(RiskInputs {
-                oom_age: Some(2000.0),
-                ..Default::default()
-            })
-            .0,
-            RiskLevel::Low
         );
     }
 }

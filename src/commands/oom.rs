@@ -60,7 +60,7 @@ pub struct DeviceRisk {
     pub name: String,
     /// The assessment at the end of the run.
     pub risk_assessment: RiskAssessment,
-    /// What set the level: none, eta, used_fraction, alloc_retries, recent_oom.
+    /// What set the level: none, eta, used_fraction, alloc_retries.
     pub reason: RiskReason,
     /// The highest level during the run, and when it was first reached.
     pub worst: Worst,
@@ -97,13 +97,12 @@ pub fn apply_threshold(cfg: &mut Config, pct: f64) {
 /// Points of a floor trend for full confidence.
 const FULL_POINTS: f64 = 12.0;
 
-/// How sure the level is, 0..1. Observed facts (an allocation failed, the allocator retried,
-/// the device is that full) are sure; a forecast is as sure as its trend is significant and
+/// How sure the level is, 0..1. Observed facts (the allocator retried, the device is that
+/// full) are sure; a forecast is as sure as its trend is significant and
 /// long; "low" is as sure as there is evidence, less when the floor rises significantly.
 pub fn confidence(reason: RiskReason, trend: Option<&Trend>) -> f64 {
     let evidence = |t: &Trend| (t.points as f64 / FULL_POINTS).min(1.0);
     let c = match reason {
-        RiskReason::RecentOom => 1.0,
         RiskReason::AllocRetries => 0.9,
         RiskReason::UsedFraction => 0.95,
         RiskReason::Eta => trend
@@ -369,7 +368,7 @@ mod tests {
             swing: 0.0,
             stairs: None,
         };
-        assert_eq!(confidence(RiskReason::RecentOom, None), 1.0);
+        assert_eq!(confidence(RiskReason::UsedFraction, None), 0.95);
         assert!(
             confidence(RiskReason::Eta, Some(&t(0.001, 30, 1.0)))
                 > confidence(RiskReason::Eta, Some(&t(0.001, 4, 1.0)))

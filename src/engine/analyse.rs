@@ -108,7 +108,7 @@ impl Engine {
         });
         let capacity = (m.total - m.reserved) as f64;
         let mut first: Option<oom::Eta> = None;
-        let (mut retries, mut oom_age) = (0, None::<f64>);
+        let mut retries = 0;
         for (i, key) in keys.iter().enumerate() {
             let e = oom::eta(capacity, &parts, i, &dp.eta);
             if let Some(e) = e {
@@ -127,13 +127,9 @@ impl Engine {
                 eta: e.map(|e| e.seconds),
                 rising: e.is_some(),
                 recent_retries: Self::recent_retries(p, now),
-                oom_age: p.last_oom.map(|t| now - t),
                 ..Default::default()
             };
             retries += own.recent_retries;
-            if let Some(a) = own.oom_age {
-                oom_age = Some(oom_age.map_or(a, |b| b.min(a)));
-            }
             p.risk = Some(oom::hold(p.risk, now, oom::assess(&own, &self.risk_params)));
         }
         let trend = parts
@@ -146,7 +142,6 @@ impl Engine {
                 rising: first.is_some(),
                 used_fraction: (m.total > 0).then(|| 1.0 - m.free as f64 / m.total as f64),
                 recent_retries: retries,
-                oom_age,
             },
             &self.risk_params,
         );
@@ -163,7 +158,10 @@ impl Engine {
             g.leak_state
                 .update(device_leak.as_ref(), now, self.leak_params.persistence);
         let leak_slope = slope_sum.or(device_leak.map(|l| l.trend.slope));
-        g.risk = Some(oom::hold(g.risk, now, assessed));
+        // The driver's part: a hold ends when it exits, a staircase's page holds while it lives.
+        let risk = self.step_incidents(gi, now, assessed, &keys, &parts);
+        let g = &mut self.gpus[gi];
+        g.risk = Some(risk);
         GpuAnalysis {
             eta: first,
             trend,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::analysis::demand::{Demand, DemandParams, Moment};
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
+use crate::analysis::incident::{OomKind, OomPairing};
 use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
 use crate::analysis::oom::{self, DemandPart, RiskInputs, RiskLevel, RiskParams};
 use crate::analysis::trend::Trend;
@@ -63,6 +64,8 @@ struct GpuState {
     /// NVML's used bytes less those of the processes it listed, from the latest reading whose
     /// process list was read.
     unattributed: Option<u64>,
+    /// Its OOM events, the driver of its risk, the forecast's score (`incidents`).
+    incidents: incidents::GpuIncidents,
 }
 
 #[derive(Default, Clone)]
@@ -94,7 +97,11 @@ struct ProcState {
     alloc_series: Series,
     retries: Changes,
     largest_free: Option<(Time, u64)>,
-    last_oom: Option<Time>,
+    /// Its OOMs as its client's events and its allocator's counter tell them, counted once.
+    oom_pairing: OomPairing,
+    /// The last rise of NVML's bytes while it does not report: the step an inferred OOM
+    /// compares the GPU's free memory with.
+    last_rise: Option<u64>,
     identity: Identity,
     phase: Option<String>,
     phase_entries: BTreeMap<String, u64>,
@@ -127,7 +134,8 @@ impl ProcState {
             alloc_series: shape.series(),
             retries: Changes::new(RETRY_WINDOW),
             largest_free: None,
-            last_oom: None,
+            oom_pairing: OomPairing::default(),
+            last_rise: None,
             identity: Identity::default(),
             phase: None,
             phase_entries: BTreeMap::new(),
@@ -320,6 +328,7 @@ impl Engine {
                         analysis: GpuAnalysis::default(),
                         risk: None,
                         unattributed: None,
+                        incidents: Default::default(),
                     });
                     self.gpus.len() - 1
                 }
@@ -339,7 +348,11 @@ impl Engine {
             });
             let uuid = r.id.uuid.clone();
             let report_ttl = self.cfg.ingest.expire_after.as_secs_f64();
+            let mut was_listed = Vec::new();
             for p in self.procs.iter_mut().filter(|(k, _)| k.1 == uuid) {
+                if p.1.listed_now {
+                    was_listed.push(p.0 .0);
+                }
                 p.1.listed_now = false;
             }
             for p in &r.processes {
@@ -359,6 +372,7 @@ impl Engine {
                 if !st.reporting(t, report_ttl) {
                     if let Some(prev) = st.nvml_used.filter(|&u| p.used_bytes > u) {
                         st.demand.driver_rise(t, (p.used_bytes - prev) as f64);
+                        st.last_rise = Some(p.used_bytes - prev);
                     }
                 }
                 st.nvml_used = Some(p.used_bytes);
@@ -374,6 +388,10 @@ impl Engine {
                 if p.comm.is_some() {
                     st.comm = p.comm.clone();
                 }
+            }
+            // A process list that could not be read says nothing about who is gone.
+            if r.errors.is_empty() {
+                self.infer_ooms(idx, t, &was_listed, m.free);
             }
         }
         for (pid, report) in &obs.reports {
@@ -488,6 +506,8 @@ impl Engine {
         }
         let trust = self.trust();
         let mut applied = Applied::default();
+        // (process, request, free bytes) of each OOM, counted once the report is in.
+        let mut ooms: Vec<(ProcKey, Option<u64>, Option<u64>)> = Vec::new();
         for d in &report.devices {
             let st = self
                 .procs
@@ -502,7 +522,8 @@ impl Engine {
             }
             st.last_report = Some(t);
             st.alloc_series.push(t, d.allocated_bytes as f64);
-            // Retries and OOMs raise the GPU's risk: only a process on that GPU may say so.
+            // Retries raise the GPU's risk and OOMs count on it: only a process on that GPU may
+            // say so.
             if let Some(r) = d.alloc_retries.filter(|_| vouched) {
                 st.retries.push(t, r);
             }
@@ -511,8 +532,13 @@ impl Engine {
             }
             st.demand.allocator(t, st.alloc.as_ref(), d);
             let prev_ooms = st.alloc.as_ref().and_then(|a| a.ooms).unwrap_or(0);
-            if vouched && d.ooms.is_some_and(|o| o > prev_ooms) && st.alloc.is_some() {
-                st.last_oom = Some(t);
+            if let Some(o) = d
+                .ooms
+                .filter(|&o| vouched && o > prev_ooms && st.alloc.is_some())
+            {
+                let new = st.oom_pairing.counter(t, o - prev_ooms);
+                let key = (pid, d.uuid.clone());
+                ooms.extend((0..new).map(|_| (key.clone(), None, None)));
             }
             st.alloc = Some(d.clone());
         }
@@ -540,7 +566,9 @@ impl Engine {
                     }
                     EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
                         if vouched {
-                            st.last_oom = Some(t);
+                            if st.oom_pairing.event(t) {
+                                ooms.push((key.clone(), e.request_bytes, e.free_bytes));
+                            }
                         } else {
                             applied.unlisted_items += 1;
                             if !applied.unlisted.contains(&key.1) {
@@ -563,6 +591,9 @@ impl Engine {
             }
         }
         self.now = self.now.max(t);
+        for (key, request, free) in ooms {
+            self.count_oom(&key, t, OomKind::Reported, request, free);
+        }
         Ok(applied)
     }
 
@@ -595,6 +626,7 @@ impl Engine {
 }
 
 mod analyse;
+mod incidents;
 #[cfg(test)]
 mod tests;
 mod view;

@@ -129,11 +129,7 @@ fn oom_report(pid_retries: u64) -> Report {
             ooms: Some(pid_retries),
             ..Default::default()
         }],
-        events: vec![crate::model::Event {
-            kind: EventKind::Oom,
-            name: "GPU-0".into(),
-            message: None,
-        }],
+        events: vec![crate::model::Event::named(EventKind::Oom, "GPU-0")],
         ..Default::default()
     }
 }
@@ -151,17 +147,28 @@ fn forged_ooms_and_retries_from_a_process_not_on_the_gpu_move_nothing_there() {
         assert_eq!(a.unlisted_for, i as f64 - 5.0, "reporting since t = 5");
         e.observe(&obs(i as f64 + 0.5, &[7]));
     }
+    let ooms = |snap: &crate::snapshot::Snapshot| -> u64 {
+        snap.gpus[0].oom_counts.iter().map(|c| c.count).sum()
+    };
     let snap = e.snapshot();
     assert_eq!(snap.gpus[0].risk, RiskLevel::Low, "{:?}", snap.gpus[0]);
+    assert_eq!(ooms(&snap), 0, "no OOM counted on the GPU");
+    assert!(snap.gpus[0].oom_events.is_empty());
     let forger = snap.processes.iter().find(|p| p.pid == 99).unwrap();
     assert_eq!((forger.verified, forger.risk), (false, RiskLevel::Low));
-    // The same words from pid 7, which NVML lists there, page.
+    // The same words from pid 7, which NVML lists there, count: its event, then its allocator's
+    // counter at 5 (the event was one of those five).
     for (i, n) in [(8, 0), (9, 5)] {
         let a = e.report(7, i as f64, &oom_report(n)).unwrap();
         assert!(a.unlisted.is_empty());
         e.observe(&obs(i as f64 + 0.5, &[7]));
     }
-    assert_eq!(e.snapshot().gpus[0].risk, RiskLevel::Critical);
+    let snap = e.snapshot();
+    assert_eq!(ooms(&snap), 5);
+    assert_eq!(snap.gpus[0].oom_events.len(), 5);
+    assert!(snap.gpus[0].oom_events.iter().all(|ev| ev.pid == 7));
+    // An OOM is an event of its own, not a level of the forecast.
+    assert!(snap.gpus[0].risk < RiskLevel::High);
 }
 
 #[test]
@@ -439,4 +446,138 @@ fn pods_are_asked_for_once_known_and_shown_in_the_next_snapshot() {
         .map(|p| (p.pid, p.pod.clone()))
         .collect();
     assert_eq!(shown, vec![(7, None), (8, Some(pod))]);
+}
+
+/// GPU 0 with processes NVML lists and no client: `(pid, bytes)`, and the free bytes.
+fn listed_only(t: Time, procs: &[(u32, u64)], free: u64) -> Observation {
+    let mut o = obs(t, &[]);
+    let g = &mut o.gpus[0];
+    g.processes = procs
+        .iter()
+        .map(|&(pid, used_bytes)| ProcessReading {
+            pid,
+            used_bytes,
+            comm: Some("worker".into()),
+        })
+        .collect();
+    let total = g.memory.unwrap().total;
+    g.memory = Some(DeviceMemory {
+        total,
+        reserved: 0,
+        used: total - free,
+        free,
+    });
+    o
+}
+
+#[test]
+fn a_process_without_a_client_that_vanishes_from_a_full_gpu_is_an_inferred_oom() {
+    use crate::analysis::incident::OomKind;
+    let mib = 1u64 << 20;
+    let mut e = Engine::new(&Config::default(), "test");
+    // Growing by 512 MiB a second until 300 MiB are left (its next step cannot fit), then gone.
+    for i in 0..=10u64 {
+        let used = (80 << 30) + i * 512 * mib;
+        let free = (100 << 30) - used - (15 << 30) + 300 * mib;
+        e.observe(&listed_only(i as f64, &[(40, used)], free));
+    }
+    e.observe(&listed_only(11.0, &[], 95 << 30));
+    let snap = e.snapshot();
+    let g = &snap.gpus[0];
+    let ev = &g.oom_events[..];
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!((ev[0].kind, ev[0].pid), (OomKind::Inferred, 40));
+    assert_eq!(ev[0].free_bytes, Some(300 * mib));
+    let count = |kind| {
+        g.oom_counts
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    assert_eq!((count(OomKind::Inferred), count(OomKind::Reported)), (1, 0));
+    // The same exit from a GPU with room to spare is the end of a job.
+    let mut e = Engine::new(&Config::default(), "test");
+    for i in 0..10 {
+        e.observe(&listed_only(i as f64, &[(40, 20 << 30)], 75 << 30));
+    }
+    e.observe(&listed_only(10.0, &[], 95 << 30));
+    assert!(e.snapshot().gpus[0].oom_events.is_empty());
+    // And a process with a client says so itself: nothing is inferred.
+    let mut e = Engine::new(&Config::default(), "test");
+    let full = |t, pids: &[u32]| {
+        let mut o = obs(t, pids);
+        o.gpus[0].memory = Some(DeviceMemory {
+            total: 100 << 30,
+            reserved: 0,
+            used: (100 << 30) - 10 * mib,
+            free: 10 * mib,
+        });
+        o
+    };
+    for i in 0..10 {
+        e.observe(&full(i as f64, &[7]));
+    }
+    e.observe(&obs(10.0, &[]));
+    assert!(e.snapshot().gpus[0].oom_events.is_empty());
+}
+
+#[test]
+fn a_crash_ends_its_page_at_once_and_is_scored_as_paged() {
+    use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome};
+    use crate::config::{Scenario, SimGpuConfig};
+    use crate::source::{sim::SimSource, Source};
+    let mut cfg = Config::default();
+    cfg.sim.gpus = vec![SimGpuConfig {
+        ramp_seconds: Some(120.0),
+        ..SimGpuConfig::new(Scenario::Oom)
+    }];
+    let mut src = SimSource::new(&cfg.sim);
+    let mut e = Engine::new(&cfg, "sim");
+    let mut seen = Vec::new();
+    for i in 0..=140 {
+        let t = i as f64;
+        e.observe(&src.sample(t));
+        let snap = e.snapshot();
+        let g = &snap.gpus[0];
+        seen.push((t, g.risk, g.driver.as_ref().and_then(|d| d.pid)));
+    }
+    let crash = 120.0;
+    let pid = 1000;
+    let before: Vec<_> = seen.iter().filter(|s| s.0 < crash).collect();
+    let critical_from = before
+        .iter()
+        .rev()
+        .take_while(|s| s.1 == RiskLevel::Critical)
+        .last()
+        .expect("the ramp pages before its crash")
+        .0;
+    assert!(
+        critical_from < crash - 20.0,
+        "critical from {critical_from}"
+    );
+    assert!(before
+        .iter()
+        .filter(|s| s.1 >= RiskLevel::High)
+        .all(|s| s.2 == Some(pid)));
+    // The first sample after the crash: the process is gone, and with it the page.
+    let after = seen.iter().find(|s| s.0 >= crash).unwrap();
+    assert!(after.1 < RiskLevel::High, "{after:?}");
+    assert_eq!(after.2, None, "no driver below high");
+    let snap = e.snapshot();
+    let g = &snap.gpus[0];
+    assert_eq!(g.oom_events.len(), 1);
+    let ev = &g.oom_events[0];
+    assert_eq!(
+        (ev.kind, ev.pid, ev.outcome),
+        (OomKind::Reported, pid, Outcome::Paged)
+    );
+    assert!(
+        (ev.lead.unwrap() - (crash - critical_from)).abs() <= 1.0,
+        "{ev:?}"
+    );
+    assert!(ev.request_bytes.is_some() && ev.free_bytes.is_some());
+    assert_eq!(g.score.ooms(OomKind::Reported, Outcome::Paged), 1);
+    assert_eq!(g.score.episodes(EpisodeOutcome::Oom), 1);
+    assert_eq!(g.score.episodes(EpisodeOutcome::NoOom), 0);
 }

@@ -158,7 +158,15 @@ impl Engine {
                 fragmentation: frag,
                 cached_unallocated: cached,
                 unattributed: g.unattributed.filter(|_| up),
+                driver: None,
+                oom_events: vec![],
+                oom_counts: vec![],
+                score: *g.incidents.tracker.score(),
             };
+            let (driver, events, counts) = self.incident_view(g, now);
+            view.driver = driver.filter(|_| up);
+            view.oom_events = events;
+            view.oom_counts = counts;
             if let (true, Some(r)) = (up, g.risk) {
                 view.risk = r.level;
                 view.risk_reason = r.reason;

@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome};
 use crate::connections::Listener;
 use crate::model::DeviceStats;
 use crate::model::RejectReason;
 use crate::runtime::telemetry::Counters;
-use crate::snapshot::{GpuView, ProcessView, Snapshot};
+use crate::snapshot::{GpuView, OomEventView, PodLabels, ProcessView, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -83,18 +84,18 @@ pub struct Family {
     pub series: Vec<Series>,
 }
 
-/// The labels of one series, on the stack: the most any family has is a process's seven plus
-/// four of its own.
+/// The labels of one series, on the stack: the most any family has is an OOM event's, a
+/// GPU's four, the process's five and four of its own.
 #[derive(Clone, Copy)]
 struct LabelSet<'a> {
-    items: [Label<'a>; 12],
+    items: [Label<'a>; 16],
     len: usize,
 }
 
 impl<'a> LabelSet<'a> {
     fn of(labels: &[Label<'a>]) -> Self {
         LabelSet {
-            items: [("", LabelValue::Str("")); 12],
+            items: [("", LabelValue::Str("")); 16],
             len: 0,
         }
         .with(labels)
@@ -125,6 +126,23 @@ fn gpu_labels(g: &GpuView) -> LabelSet<'_> {
     }
 }
 
+/// `l` with a pod's labels, where the process runs in one.
+fn with_pod<'a>(l: LabelSet<'a>, pod: Option<&'a PodLabels>) -> LabelSet<'a> {
+    match pod {
+        Some(pod) => l.with(&[
+            ("namespace", Str(&pod.namespace)),
+            ("pod", Str(&pod.pod)),
+            ("container", Str(&pod.container)),
+        ]),
+        None => l,
+    }
+}
+
+/// An OOM event's labels: its GPU and its number there.
+fn oom_event_labels<'a>(g: &'a GpuView, e: &OomEventView) -> LabelSet<'a> {
+    gpu_labels(g).with(&[("event", Int(e.event))])
+}
+
 fn process_labels(p: &ProcessView) -> LabelSet<'_> {
     let gpu = p.gpu.map_or(Str(""), |g| Int(g.into()));
     let l = LabelSet::of(&[
@@ -133,14 +151,7 @@ fn process_labels(p: &ProcessView) -> LabelSet<'_> {
         ("pid", Int(p.pid.into())),
         ("comm", Str(&p.comm)),
     ]);
-    match &p.pod {
-        Some(pod) => l.with(&[
-            ("namespace", Str(&pod.namespace)),
-            ("pod", Str(&pod.pod)),
-            ("container", Str(&pod.container)),
-        ]),
-        None => l,
-    }
+    with_pod(l, p.pod.as_ref())
 }
 
 const fn gauge(name: &'static str, unit: Option<&'static str>, help: &'static str) -> Desc {
@@ -571,6 +582,162 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
                     ("reason", Str(g.risk_reason.as_str())),
                 ]);
                 e(l.get(), 1.0)?;
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &gauge(
+            "gpumem_oom_risk_driver_info",
+            None,
+            "The process whose growth drives the GPU's risk (pid=\"\": memory no listed process accounts for), while the risk is high or critical; always 1.",
+        ),
+        &|e| {
+            for g in gpus.iter().filter(|g| g.up) {
+                if let Some(d) = &g.driver {
+                    let pid = d.pid.map_or(Str(""), |p| Int(p.into()));
+                    let l = with_pod(
+                        gpu_labels(g).with(&[("pid", pid), ("comm", Str(&d.comm))]),
+                        d.pod.as_ref(),
+                    );
+                    e(l.get(), 1.0)?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &counter(
+            "gpumem_oom_events_total",
+            "Out-of-memory errors on this GPU, by kind (reported by a process's client, or inferred: a process without a client vanished from a full GPU) and training job.",
+        ),
+        &|e| {
+            for g in gpus {
+                for c in &g.oom_counts {
+                    let l = gpu_labels(g)
+                        .with(&[("kind", Str(c.kind.as_str())), ("job", Str(&c.job))]);
+                    e(l.get(), c.count as f64)?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &gauge(
+            "gpumem_oom_event_info",
+            None,
+            "One recent out-of-memory error (event: its number on this GPU), its process and what the GPU showed before it (outcome: paged, warned, missed); served for two minutes; always 1.",
+        ),
+        &|e| {
+            for g in gpus {
+                for ev in &g.oom_events {
+                    let l = oom_event_labels(g, ev).with(&[
+                        ("kind", Str(ev.kind.as_str())),
+                        ("pid", Int(ev.pid.into())),
+                        ("comm", Str(&ev.comm)),
+                        ("job", Str(&ev.job)),
+                        ("outcome", Str(ev.outcome.as_str())),
+                    ]);
+                    let l = with_pod(l, ev.pod.as_ref());
+                    e(l.get(), 1.0)?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    type OfEvent = fn(&OomEventView) -> Option<f64>;
+    let event_numbers: [(Desc, OfEvent); 3] = [
+        (
+            gauge(
+                "gpumem_oom_event_request_bytes",
+                Some("bytes"),
+                "The request that failed in a recent out-of-memory error, where its client said.",
+            ),
+            |ev| ev.request_bytes.map(|v| v as f64),
+        ),
+        (
+            gauge(
+                "gpumem_oom_event_free_bytes",
+                Some("bytes"),
+                "The GPU's free memory when a recent out-of-memory error came (its client's word, or the last reading for an inferred one).",
+            ),
+            |ev| ev.free_bytes.map(|v| v as f64),
+        ),
+        (
+            gauge(
+                "gpumem_oom_event_lead_seconds",
+                Some("seconds"),
+                "How long the GPU had been at critical (outcome paged) or high (warned) when a recent out-of-memory error came.",
+            ),
+            |ev| ev.lead,
+        ),
+    ];
+    for (desc, of_event) in event_numbers {
+        sink.family(&desc, &|e| {
+            for g in gpus {
+                for ev in &g.oom_events {
+                    if let Some(v) = of_event(ev) {
+                        e(oom_event_labels(g, ev).get(), v)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    sink.family(
+        &counter(
+            "gpumem_forecast_ooms_total",
+            "Out-of-memory errors by what the GPU showed when they came: paged (critical), warned (high only), missed.",
+        ),
+        &|e| {
+            for g in gpus {
+                for kind in OomKind::ALL {
+                    for outcome in Outcome::ALL {
+                        let l = gpu_labels(g).with(&[
+                            ("kind", Str(kind.as_str())),
+                            ("outcome", Str(outcome.as_str())),
+                        ]);
+                        e(l.get(), g.score.ooms(kind, outcome) as f64)?;
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &Desc {
+            unit: Some("seconds"),
+            ..counter(
+                "gpumem_forecast_lead_seconds_total",
+                "Seconds the GPU had been at critical (outcome paged) or high (warned) when its out-of-memory errors came, summed: divided by gpumem_forecast_ooms_total, the mean lead.",
+            )
+        },
+        &|e| {
+            for g in gpus {
+                for kind in OomKind::ALL {
+                    for outcome in [Outcome::Paged, Outcome::Warned] {
+                        let l = gpu_labels(g).with(&[
+                            ("kind", Str(kind.as_str())),
+                            ("outcome", Str(outcome.as_str())),
+                        ]);
+                        e(l.get(), g.score.lead_seconds(kind, outcome))?;
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &counter(
+            "gpumem_forecast_critical_episodes_total",
+            "Critical episodes of the GPU's risk that ended, by what followed: an out-of-memory error while critical or within 10 s after (oom), or none (no_oom).",
+        ),
+        &|e| {
+            for g in gpus {
+                for outcome in EpisodeOutcome::ALL {
+                    let l = gpu_labels(g).with(&[("outcome", Str(outcome.as_str()))]);
+                    e(l.get(), g.score.episodes(outcome) as f64)?;
+                }
             }
             Ok(())
         },

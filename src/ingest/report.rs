@@ -149,7 +149,9 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
     if let Some(Some(phase)) = &r.phase {
         r.phase = Some(Some(sanitize_label(phase, 64)).filter(|s| !s.is_empty()));
     }
-    for e in &mut r.events {
+    for (i, e) in r.events.iter_mut().enumerate() {
+        check_bytes(&format!("events[{i}].request_bytes"), e.request_bytes)?;
+        check_bytes(&format!("events[{i}].free_bytes"), e.free_bytes)?;
         e.name = sanitize_label(&e.name, 64);
         if let Some(m) = &e.message {
             e.message = Some(sanitize_label(m, 1024));
@@ -271,6 +273,21 @@ mod tests {
         v.as_object_mut().unwrap().remove("devices");
         let e = parse_value(v).unwrap_err();
         assert!(e.message.contains("devices"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_oom_event_carries_the_failing_request_and_the_free_bytes() {
+        let mut v = ok_body();
+        v["events"] = serde_json::json!([{"kind": "oom", "name": "GPU-1",
+            "request_bytes": 2059403264u64, "free_bytes": 1750138880u64}]);
+        let r = parse_value(v.clone()).unwrap();
+        assert_eq!(r.events[0].kind, EventKind::Oom);
+        assert_eq!(r.events[0].request_bytes, Some(2059403264));
+        assert_eq!(r.events[0].free_bytes, Some(1750138880));
+        v["events"][0]["free_bytes"] = (1u64 << 60).into();
+        let e = parse_value(v).unwrap_err();
+        assert_eq!(e.reason, RejectReason::InvalidValue);
+        assert!(e.message.contains("events[0].free_bytes"), "{}", e.message);
     }
 
     #[test]

@@ -511,25 +511,36 @@ impl Source for ReplaySource {
                         }
                     }
                 }
-                Item::Event { name, message, .. } => {
+                Item::Event {
+                    name,
+                    message,
+                    request_bytes,
+                    device_free,
+                } => {
                     let kind = if name == "oom" {
                         EventKind::Oom
                     } else {
                         EventKind::Mark
                     };
                     if matches!(name.as_str(), "oom" | "empty_cache" | "model_ready") {
+                        // An OOM names its device, and carries the failing request and the
+                        // free bytes as the client's observer sends them.
+                        let event = if kind == EventKind::Oom {
+                            Event {
+                                request_bytes: *request_bytes,
+                                free_bytes: *device_free,
+                                ..Event::named(kind, uuid.clone())
+                            }
+                        } else {
+                            Event::named(kind, name.clone())
+                        };
                         obs.reports.push((
                             *pid,
                             Report {
                                 version: REPORT_VERSION,
                                 events: vec![Event {
-                                    kind,
-                                    name: if kind == EventKind::Oom {
-                                        uuid.clone()
-                                    } else {
-                                        name.clone()
-                                    },
                                     message: message.clone(),
+                                    ..event
                                 }],
                                 ..Default::default()
                             },

@@ -75,6 +75,9 @@ const MIG_LAYOUT: [(u32, &str, f64, Scenario); 4] = [
 pub struct SimSource {
     cfg: SimConfig,
     t0: Option<Time>,
+    /// Elapsed time of the previous sample: a process that ran out of memory since then
+    /// reports it.
+    last_e: Option<f64>,
     names: Vec<String>,
 }
 
@@ -106,6 +109,7 @@ impl SimSource {
         SimSource {
             cfg: cfg.clone(),
             t0: None,
+            last_e: None,
             names,
         }
     }
@@ -273,17 +277,9 @@ impl SimSource {
             });
             let near_limit = used > 0.97 * capacity;
             let phase = ["forward", "backward", "optimizer"][(tick % 3) as usize];
-            let mut events = vec![Event {
-                kind: EventKind::Phase,
-                name: phase.to_string(),
-                message: None,
-            }];
+            let mut events = vec![Event::named(EventKind::Phase, phase)];
             if p.frag && (le % 60.0) < 1.0 {
-                events.push(Event {
-                    kind: EventKind::Mark,
-                    name: "empty_cache".into(),
-                    message: None,
-                });
+                events.push(Event::named(EventKind::Mark, "empty_cache"));
             }
             let retries = if near_limit { (le as u64) / 5 } else { 0 };
             obs.reports.push((
@@ -352,6 +348,36 @@ impl SimSource {
         });
     }
 
+    /// The `oom` scenario's process ran out of memory between the samples at `from` and `e`:
+    /// its client's OOM event, as PyTorch's out-of-memory observer has it sent (the failing
+    /// request is a quarter of its step's swing; a quarter of that was left).
+    fn oom_since(&self, d: &Domain, from: Option<f64>, e: f64) -> Option<(u32, Report)> {
+        if d.scenario != Scenario::Oom {
+            return None;
+        }
+        let from = from?;
+        let ramp = self.cfg.gpus[d.gpu].ramp_seconds.unwrap_or(150.0);
+        let period = ramp + RESTART_DELAY;
+        let generation = ((e - ramp) / period).floor();
+        let end = generation * period + ramp;
+        if generation < 0.0 || end <= from || end > e {
+            return None;
+        }
+        let request = 0.75 * GIB;
+        let event = Event {
+            message: Some("CUDA out of memory (simulated)".into()),
+            request_bytes: Some(request as u64),
+            free_bytes: Some((request / 4.0) as u64),
+            ..Event::named(EventKind::Oom, d.uuid.clone())
+        };
+        let report = Report {
+            version: 1,
+            events: vec![event],
+            ..Default::default()
+        };
+        Some((d.base_pid + generation as u32, report))
+    }
+
     fn local_elapsed(&self, d: &Domain, e: f64) -> f64 {
         let g = &self.cfg.gpus[d.gpu];
         if d.scenario == Scenario::Oom {
@@ -383,8 +409,12 @@ impl Source for SimSource {
         for gi in 0..self.cfg.gpus.len() {
             for d in self.domains(gi) {
                 self.sample_domain(&d, e, tick, &mut obs);
+                if let Some(oom) = self.oom_since(&d, self.last_e, e) {
+                    obs.reports.push(oom);
+                }
             }
         }
+        self.last_e = Some(e);
         obs
     }
 }
@@ -463,8 +493,25 @@ mod tests {
         let first = s.sample(0.0).gpus[0].processes[0].pid;
         let near_end = s.sample(29.0).gpus[0].memory.unwrap();
         assert!(near_end.free < (4.0 * GIB) as u64, "free {}", near_end.free);
-        assert!(s.sample(35.0).gpus[0].processes.is_empty());
-        let again = s.sample(41.0).gpus[0].processes[0].pid;
+        let crashed = s.sample(35.0);
+        assert!(crashed.gpus[0].processes.is_empty());
+        // Its client reported the error, once.
+        let ooms: Vec<&(u32, Report)> = crashed
+            .reports
+            .iter()
+            .filter(|(_, r)| r.events.iter().any(|e| e.kind == EventKind::Oom))
+            .collect();
+        assert_eq!(ooms.len(), 1);
+        assert_eq!(ooms[0].0, first);
+        let event = &ooms[0].1.events[0];
+        assert_eq!(event.name, crashed.gpus[0].id.uuid);
+        assert!(event.request_bytes > event.free_bytes);
+        let later = s.sample(41.0);
+        assert!(later
+            .reports
+            .iter()
+            .all(|(_, r)| r.events.iter().all(|e| e.kind != EventKind::Oom)));
+        let again = later.gpus[0].processes[0].pid;
         assert_ne!(first, again);
     }
 

@@ -97,6 +97,7 @@ def metric_names(expr):
     e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
     e = re.sub(r"\{[^}]*\}", " ", e)
     e = re.sub(r"\[[^\]]*\]", " ", e)
+    e = re.sub(r"\boffset\s+-?[$\w]+", " ", e)  # a duration, or a variable holding one
     e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)
     e = re.sub(r"\b(group_left|group_right)\b", " ", e)
     names = set()

@@ -25,32 +25,23 @@ Environment: GPUMEM_BIN (default target/debug/gpumem-exporter), PROMETHEUS (defa
 (default /usr/bin/promtool, optional), GPUMEM_E2E_FOR_SCALE, GPUMEM_E2E_KEEP=1 keeps the temp
 directory (logs, generated configs).
 """
-import json
 import math
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import check_dashboards  # noqa: E402
+from stack import (ALERTMANAGER, GPUMEM_BIN, INHIBIT_RULES, PROMETHEUS, PROMTOOL, ROOT, Budget,  # noqa: E402
+                   Children, Failure, Prom, Webhook, free_port, http_get, require_binaries, wait_for, write)
 
-GPUMEM_BIN = os.environ.get("GPUMEM_BIN", os.path.join(ROOT, "target", "debug", "gpumem-exporter"))
-PROMETHEUS = os.environ.get("PROMETHEUS", "/usr/bin/prometheus")
-ALERTMANAGER = os.environ.get("ALERTMANAGER", "/usr/bin/prometheus-alertmanager")
-PROMTOOL = os.environ.get("PROMTOOL", "/usr/bin/promtool")
 FOR_SCALE = float(os.environ.get("GPUMEM_E2E_FOR_SCALE", "0.1"))
 KEEP = os.environ.get("GPUMEM_E2E_KEEP") == "1"
 
@@ -82,133 +73,12 @@ ALLOW_NO_DATA = {
 # per-step phases (forward/backward/optimizer), which the phase annotation hides by default.
 QUERY_OVERRIDES = {"step_phases": ""}
 
-T0 = time.monotonic()
-
-
-def log(msg):
-    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+BUDGET = Budget(TOTAL_BUDGET)
+log = BUDGET.log
 
 
 def remaining():
-    return TOTAL_BUDGET - (time.monotonic() - T0)
-
-
-class Failure(Exception):
-    pass
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url, timeout=5.0):
-    try:
-        with urllib.request.urlopen(url, timeout=min(timeout, max(remaining(), 0.5))) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, socket.timeout):
-        return None, ""
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + min(timeout, max(remaining(), 0))
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.25)
-    raise Failure(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-class Children:
-    """Child processes, each stopped by its own pid at the end."""
-
-    def __init__(self, tmp):
-        self.tmp, self.procs = tmp, []
-
-    def start(self, name, argv):
-        out = open(os.path.join(self.tmp, f"{name}.log"), "wb")
-        log(f"start {name}: {' '.join(argv)}")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.tmp)
-        self.procs.append((name, p, out))
-        return p
-
-    def check_alive(self):
-        for name, p, _ in self.procs:
-            if p.poll() is not None:
-                raise Failure(f"{name} exited early with status {p.returncode}")
-
-    def stop_all(self):
-        for name, p, _ in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-        for name, p, out in reversed(self.procs):
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    log(f"{name} (pid {p.pid}) did not stop")
-            out.close()
-
-    def tail(self, n=40):
-        for name, _, _ in self.procs:
-            path = os.path.join(self.tmp, f"{name}.log")
-            try:
-                with open(path, "rb") as f:
-                    lines = f.read().decode("utf-8", "replace").splitlines()[-n:]
-            except OSError:
-                continue
-            print(f"----- last lines of {name}.log -----")
-            for line in lines:
-                print("  " + line)
-
-
-class Webhook:
-    """Alertmanager webhook receivers: every POST body, by path."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.posts = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0") or 0)
-                body = self.rfile.read(min(n, 10 << 20))
-                try:
-                    doc = json.loads(body)
-                except ValueError:
-                    doc = {"unparsable": body.decode("utf-8", "replace")}
-                with hook.lock:
-                    hook.posts.append((self.path, doc))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-        self.thread.start()
-
-    def alerts(self):
-        with self.lock:
-            posts = list(self.posts)
-        for path, doc in posts:
-            for a in doc.get("alerts", []) if isinstance(doc, dict) else []:
-                yield path, a
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    return BUDGET.remaining()
 
 
 def parse_duration(text):
@@ -238,11 +108,6 @@ def scaled_alert_rules(src_text, scale):
     return out
 
 
-def write(path, text):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def alertmanager_config(hook_port):
     base = f"http://127.0.0.1:{hook_port}"
     return f"""\
@@ -265,24 +130,6 @@ receivers:
       - url: {base}/tickets
         send_resolved: true
 {INHIBIT_RULES}"""
-
-
-# Keep equal to the example in alerts/README.md.
-INHIBIT_RULES = """\
-inhibit_rules:
-  - source_matchers: [alertname="GpuMemExporterDown"]
-    target_matchers: [alertname=~"GpuMemory.*|GpuMemDeviceDown"]
-    equal: [instance]
-  - source_matchers: [alertname="GpuMemDeviceDown"]
-    target_matchers: [alertname=~"GpuMemory.*"]
-    equal: [instance, gpu]
-  - source_matchers: [alertname="GpuMemoryOomImminent"]
-    target_matchers: [alertname="GpuMemoryOomRiskHigh"]
-    equal: [instance, gpu]
-  - source_matchers: [severity="critical"]
-    target_matchers: [severity="warning"]
-    equal: [alertname, instance, gpu, pid]
-"""
 
 
 def prometheus_config(exporter_port, am_port, rule_files):
@@ -308,36 +155,8 @@ scrape_configs:
 """
 
 
-class Prom:
-    def __init__(self, port):
-        self.base = f"http://127.0.0.1:{port}"
-
-    def query(self, expr):
-        url = self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        status, body = http_get(url, timeout=5)
-        if status is None:
-            return None, "no answer"
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return None, f"HTTP {status}: {body[:200]}"
-        if doc.get("status") != "success":
-            return None, f"{doc.get('errorType')}: {doc.get('error')}"
-        return doc["data"]["result"], None
-
-    def api(self, path):
-        status, body = http_get(self.base + path, timeout=5)
-        if status != 200:
-            raise Failure(f"GET {path}: HTTP {status}")
-        return json.loads(body)["data"]
-
-
 def run(tmp, children, hook):
-    for path, what in ((GPUMEM_BIN, "exporter (build it with `cargo build`, or set GPUMEM_BIN)"),
-                       (PROMETHEUS, "Prometheus (Debian package prometheus)"),
-                       (ALERTMANAGER, "Alertmanager (Debian package prometheus-alertmanager)")):
-        if not os.access(path, os.X_OK):
-            raise Failure(f"{what} not found at {path}")
+    require_binaries()
 
     # Static checks first: a broken dashboard fails fast.
     problems = check_dashboards.check()
@@ -380,19 +199,20 @@ def run(tmp, children, hook):
     def up(url, needle=None):
         def pred():
             children.check_alive()
-            status, body = http_get(url, timeout=2)
+            status, body = http_get(url, 2, BUDGET)
             return status == 200 and (needle is None or needle in body)
         return pred
 
-    wait_for(up(f"http://127.0.0.1:{exp_port}/metrics", "gpumem_used_bytes"), START_TIMEOUT, "the exporter's /metrics")
+    wait_for(up(f"http://127.0.0.1:{exp_port}/metrics", "gpumem_used_bytes"), START_TIMEOUT, "the exporter's /metrics",
+             BUDGET)
     log("exporter serves metrics")
-    wait_for(up(f"http://127.0.0.1:{am_port}/-/ready"), START_TIMEOUT, "Alertmanager to be ready")
+    wait_for(up(f"http://127.0.0.1:{am_port}/-/ready"), START_TIMEOUT, "Alertmanager to be ready", BUDGET)
     log("alertmanager ready")
-    wait_for(up(f"http://127.0.0.1:{prom_port}/-/ready"), START_TIMEOUT, "Prometheus to be ready")
-    prom = Prom(prom_port)
+    wait_for(up(f"http://127.0.0.1:{prom_port}/-/ready"), START_TIMEOUT, "Prometheus to be ready", BUDGET)
+    prom = Prom(prom_port, BUDGET)
     log("prometheus ready")
     wait_for(lambda: (prom.query('up{job="gpumem-exporter"} == 1')[0] or []) != [], START_TIMEOUT,
-             "Prometheus to scrape the exporter")
+             "Prometheus to scrape the exporter", BUDGET)
     log("exporter scraped")
     observe_from = time.monotonic()
 
@@ -414,7 +234,7 @@ def run(tmp, children, hook):
         for s in result or []:
             m = s["metric"]
             calm_alerts[(m.get("alertname"), m.get("alertstate"))] = m
-        for path, a in hook.alerts():
+        for path, a, _ in hook.alerts():
             labels = a.get("labels", {})
             if labels.get("gpu") == CALM_GPU:
                 calm_alerts[(labels.get("alertname"), "sent to " + path)] = labels
@@ -477,7 +297,7 @@ def run(tmp, children, hook):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="gpumem-e2e-")
-    children = Children(tmp)
+    children = Children(tmp, BUDGET)
     hook = None
     failures = []
 
@@ -508,7 +328,7 @@ def main():
         for f in failures:
             print("  - " + f)
     else:
-        print(f"\nE2E PASSED in {time.monotonic() - T0:.0f}s")
+        print(f"\nE2E PASSED in {BUDGET.elapsed():.0f}s")
     if KEEP or failures:
         print(f"logs and generated configs: {tmp}")
     else:

@@ -697,6 +697,12 @@ class Client:
             MESSAGE_MAX,
         )
         event = {"kind": "oom", "name": _clean(uuid or "", NAME_MAX), "message": message}
+        # The failing request and the free bytes then, for the exporter's OOM event and its
+        # alert's text; left out where the observer passed something that is not a size.
+        for key, value in (("request_bytes", alloc), ("free_bytes", free)):
+            size = _size(value)
+            if size is not None:
+                event[key] = size
         transport = self._transport
         if transport is None or self._in_backoff():
             self._queue_event(event)
@@ -718,6 +724,15 @@ class Client:
         finally:
             oom_transport.close()
         self._on_answer(answer, body, [event])
+
+
+def _size(value: Any) -> Optional[int]:
+    """A byte count the exporter accepts (0..2^53), or None."""
+    try:
+        n = int(value)
+    except Exception:
+        return None
+    return n if 0 <= n <= _collect.MAX_COUNT else None
 
 
 def _retry_after(headers: Mapping[str, str]) -> Optional[float]:

@@ -519,7 +519,7 @@ DEVICE_INTS = {
     "largest_free_block_bytes",
 }
 DEVICE = DEVICE_INTS | {"uuid", "allocator"}
-EVENT = {"kind", "name", "message"}
+EVENT = {"kind", "name", "message", "request_bytes", "free_bytes"}
 COMPONENT = {"component", "parameters_bytes", "gradients_bytes", "optimizer_bytes"}
 
 
@@ -576,6 +576,9 @@ def validate_report(body: Dict[str, Any], strict_uuid: bool = True) -> None:
             assert isinstance(e["name"], str) and len(e["name"]) <= 64
             if "message" in e:
                 assert isinstance(e["message"], str) and len(e["message"]) <= 1024
+            for k in ("request_bytes", "free_bytes"):
+                if k in e:
+                    assert e["kind"] == "oom" and _is_int(e[k]) and 0 <= e[k] <= MAX_BYTES, (k, e[k])
     if "components" in body:
         comps = body["components"]
         assert isinstance(comps, list) and len(comps) <= 32

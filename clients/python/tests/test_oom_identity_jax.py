@@ -26,6 +26,8 @@ def test_oom_observer_sends_an_event_at_once(server, fake_torch):
     (event,) = body["events"]
     assert event["kind"] == "oom" and event["name"] == "GPU-" + UUID0
     assert str(2 << 30) in event["message"] and "out of memory" in event["message"]
+    # The exporter keeps the failing request and the free bytes for the alert's text.
+    assert event["request_bytes"] == 2 << 30 and event["free_bytes"] == 1 << 20
     assert client.stats["accepted"] == 2
 
 
@@ -40,6 +42,8 @@ def test_oom_observer_with_no_exporter_is_quick_and_quiet(sockdir, fake_torch):
     events = list(client._events)
     assert events[0]["kind"] == "oom" and events[0]["name"] == "GPU-" + UUID1
     assert events[1]["kind"] == "oom" and events[1]["name"] == ""
+    assert events[0]["request_bytes"] == 1 and events[0]["free_bytes"] == 3
+    assert "request_bytes" not in events[1] and "free_bytes" not in events[1]
 
 
 def test_oom_observer_survives_a_client_that_is_gone(fake_torch):

@@ -1,0 +1,682 @@
+//! Incidents: which process drives a GPU's risk, how long the level that pages holds, and how
+//! the forecast did against the out-of-memory errors that came.
+//!
+//! A page is about one cause: the process whose growth takes the GPU towards its limit, the
+//! *driver*. The level the forecast assesses holds `RISK_HOLD` after its cause goes
+//! (`oom::hold`); here a critical level also holds across a staircase's gaps (a batch that
+//! grows by stages has no ETA between two steps) for as long as its driver lives, and every
+//! hold ends at once when the driver exits: an OOM, the end of the job or a kill ends the
+//! incident, and its page resolves at the next evaluation. A new driver is a new incident.
+//!
+//! Each out-of-memory error is scored against what the GPU showed when it came (paged:
+//! critical; warned: high; missed), and each critical episode against what followed it (an
+//! OOM or none). Pure: time is the samples' time.
+
+use serde::Serialize;
+
+use super::oom::{self, Held, RiskLevel, RiskReason, MIN_STEP_BYTES, RISK_HOLD};
+
+/// Who drives a GPU's risk: a process by pid, or `None` for memory no listed process accounts
+/// for.
+pub type Driver = Option<u32>;
+
+/// How long a critical level holds across a staircase's gap while its driver lives: two
+/// minutes after the forecast last said critical. A page that no OOM follows costs this much
+/// longer while its process lives; the crash, the end of the job or a kill ends it at once.
+pub const STAIR_HOLD: f64 = 120.0;
+
+/// An OOM still counts for a critical (or high) stretch that ended at most this long before
+/// it: the exporter may see the failing process gone a sample before its client's report of
+/// the error arrives. A critical episode is scored `no_oom` this long after it ended.
+pub const OOM_GRACE: f64 = 10.0;
+
+/// One OOM shows in two signals of a process, its client's OOM event and its allocator's
+/// `num_ooms`, a moment apart and in either order; within this window they are one OOM.
+pub const PAIR_WINDOW: f64 = 60.0;
+
+/// How an out-of-memory error became known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OomKind {
+    /// A process's client said so (an OOM event, its allocator's OOM counter).
+    Reported,
+    /// A process without a client vanished from a GPU that was full.
+    Inferred,
+}
+
+impl OomKind {
+    pub const ALL: [OomKind; 2] = [OomKind::Reported, OomKind::Inferred];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OomKind::Reported => "reported",
+            OomKind::Inferred => "inferred",
+        }
+    }
+}
+
+/// What the GPU showed when an OOM came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// At critical: the page was out.
+    Paged,
+    /// At high but not critical: a warning only.
+    Warned,
+    /// Below high: nothing said it.
+    Missed,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 3] = [Outcome::Paged, Outcome::Warned, Outcome::Missed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Paged => "paged",
+            Outcome::Warned => "warned",
+            Outcome::Missed => "missed",
+        }
+    }
+}
+
+/// What followed a critical episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeOutcome {
+    /// An OOM while it was open, or within `OOM_GRACE` after it ended.
+    Oom,
+    /// None: a false alarm, or someone acted in time.
+    NoOom,
+}
+
+impl EpisodeOutcome {
+    pub const ALL: [EpisodeOutcome; 2] = [EpisodeOutcome::Oom, EpisodeOutcome::NoOom];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EpisodeOutcome::Oom => "oom",
+            EpisodeOutcome::NoOom => "no_oom",
+        }
+    }
+}
+
+/// The forecast's score on one GPU since the exporter started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Score {
+    /// OOMs by kind (`OomKind::ALL` order) and outcome (`Outcome::ALL` order).
+    pub ooms: [[u64; 3]; 2],
+    /// Their leads summed, seconds: at critical for `paged`, at high for `warned`.
+    pub lead_seconds: [[f64; 3]; 2],
+    /// Critical episodes by outcome (`EpisodeOutcome::ALL` order), once scored.
+    pub episodes: [u64; 2],
+}
+
+impl Score {
+    pub fn ooms(&self, kind: OomKind, outcome: Outcome) -> u64 {
+        self.ooms[kind as usize][outcome as usize]
+    }
+
+    pub fn lead_seconds(&self, kind: OomKind, outcome: Outcome) -> f64 {
+        self.lead_seconds[kind as usize][outcome as usize]
+    }
+
+    pub fn episodes(&self, outcome: EpisodeOutcome) -> u64 {
+        self.episodes[outcome as usize]
+    }
+}
+
+/// One candidate for the driver: a process on the GPU now, or the memory no process accounts
+/// for (`who: None`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Contender {
+    pub who: Driver,
+    /// The slope of its credible demand trend, bytes per second, while it grows.
+    pub growth: Option<f64>,
+    /// Seconds until its own next large allocation fails.
+    pub eta: Option<f64>,
+    /// Bytes it holds.
+    pub held: f64,
+}
+
+/// Who drives the risk now: the steepest credible growth; without growth, the process whose
+/// allocation fails first; without a forecast, the largest holder.
+pub fn candidate(contenders: &[Contender]) -> Option<Driver> {
+    let steepest = contenders
+        .iter()
+        .filter_map(|c| c.growth.map(|g| (g, c.who)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let soonest = || {
+        contenders
+            .iter()
+            .filter_map(|c| c.eta.map(|e| (e, c.who)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    let largest = || {
+        contenders
+            .iter()
+            .map(|c| (c.held, c.who))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    steepest.or_else(soonest).or_else(largest).map(|(_, w)| w)
+}
+
+/// A process without a client that vanished: an OOM is inferred where the GPU's free memory,
+/// when it was last seen, was within a segment (`MIN_STEP_BYTES`) of full, or within the last
+/// step it grew by (the next such step could not fit).
+pub fn inferred_oom(free_before: u64, last_step: Option<u64>) -> bool {
+    let room = MIN_STEP_BYTES.max(last_step.unwrap_or(0) as f64);
+    (free_before as f64) <= room
+}
+
+/// One process's OOMs as its two signals tell them, each OOM counted once.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OomPairing {
+    /// OOM events counted that the allocator's counter has not shown yet.
+    events_ahead: u64,
+    /// Rises of the counter counted that no event has matched yet.
+    counter_ahead: u64,
+    last: f64,
+}
+
+impl OomPairing {
+    fn expire(&mut self, t: f64) {
+        if t - self.last > PAIR_WINDOW {
+            *self = OomPairing::default();
+        }
+        self.last = t;
+    }
+
+    /// An OOM event at `t`: whether it is an OOM not counted yet.
+    pub fn event(&mut self, t: f64) -> bool {
+        self.expire(t);
+        if self.counter_ahead > 0 {
+            self.counter_ahead -= 1;
+            false
+        } else {
+            self.events_ahead += 1;
+            true
+        }
+    }
+
+    /// The allocator's counter rose by `k` at `t`: how many of those OOMs are new.
+    pub fn counter(&mut self, t: f64, k: u64) -> u64 {
+        self.expire(t);
+        let matched = k.min(self.events_ahead);
+        self.events_ahead -= matched;
+        self.counter_ahead += k - matched;
+        k - matched
+    }
+}
+
+/// What the tracker publishes for a GPU after a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Published {
+    /// The level that pages and warns, with its reason, and until when the forecast holds it.
+    pub risk: Held,
+    /// Who drives it, while it is high or above.
+    pub driver: Option<Driver>,
+}
+
+/// An OOM as scored when it came.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub outcome: Outcome,
+    /// Seconds the GPU had been at the outcome's level (critical, high) when it came.
+    pub lead: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Episode {
+    since: f64,
+    driver: Driver,
+    /// The last time the forecast itself (not a hold) said critical.
+    assessed: f64,
+    reason: RiskReason,
+    oom: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ended {
+    since: f64,
+    end: f64,
+    oom: bool,
+}
+
+/// One GPU's incidents: its driver, its critical episodes and high stretches, its score.
+#[derive(Debug, Clone, Default)]
+pub struct Tracker {
+    /// The forecast's level with its own hold, before the driver's part.
+    forecast: Option<Held>,
+    driver: Option<Driver>,
+    critical: Option<Episode>,
+    /// Critical episodes that ended within `OOM_GRACE`.
+    ended: Vec<Ended>,
+    /// Since when the level has been high or above, and the last such stretch that ended.
+    high_since: Option<f64>,
+    high_ended: Option<Ended>,
+    score: Score,
+}
+
+impl Tracker {
+    pub fn score(&self) -> &Score {
+        &self.score
+    }
+
+    /// Who drives the risk, while the published level is high or above.
+    pub fn driver(&self) -> Option<Driver> {
+        self.driver
+    }
+
+    /// One analysis of the GPU: the forecast's assessment now and who is on the GPU now (every
+    /// process there, and the memory no process accounts for).
+    pub fn step(
+        &mut self,
+        now: f64,
+        assessed: (RiskLevel, RiskReason),
+        contenders: &[Contender],
+    ) -> Published {
+        let alive = |d: Driver| contenders.iter().any(|c| c.who == d);
+        let mut held = oom::hold(self.forecast, now, assessed);
+        // The driver is gone: so is every hold it kept.
+        if self.driver.is_some_and(|d| !alive(d)) {
+            self.driver = None;
+            held = Held {
+                level: assessed.0,
+                reason: assessed.1,
+                until: now + RISK_HOLD,
+            };
+        }
+        self.forecast = Some(held);
+        let mut risk = held;
+        // A staircase between two steps: the page holds while the process that drove it lives.
+        if let Some(e) = self.critical.filter(|e| alive(e.driver)) {
+            if risk.level < RiskLevel::Critical && now - e.assessed <= STAIR_HOLD {
+                risk.level = RiskLevel::Critical;
+                risk.reason = e.reason;
+            }
+        }
+        self.driver = (risk.level >= RiskLevel::High).then(|| {
+            let now_drives = candidate(contenders).unwrap_or(None);
+            match self.driver {
+                // A new growth at critical while the driver no longer grows: a new incident.
+                Some(d)
+                    if !(assessed.0 == RiskLevel::Critical
+                        && now_drives != d
+                        && !contenders.iter().any(|c| c.who == d && c.growth.is_some())) =>
+                {
+                    d
+                }
+                _ => now_drives,
+            }
+        });
+        self.follow(now, risk, assessed.0 == RiskLevel::Critical);
+        Published {
+            risk,
+            driver: self.driver,
+        }
+    }
+
+    /// Open and close the critical episodes and high stretches the published level makes.
+    fn follow(&mut self, now: f64, risk: Held, assessed_critical: bool) {
+        let driver = self.driver.unwrap_or(None);
+        match &mut self.critical {
+            Some(e) if risk.level == RiskLevel::Critical && e.driver == driver => {
+                if assessed_critical {
+                    e.assessed = now;
+                    e.reason = risk.reason;
+                }
+            }
+            _ => {
+                self.close_critical(now);
+                if risk.level == RiskLevel::Critical {
+                    self.critical = Some(Episode {
+                        since: now,
+                        driver,
+                        assessed: now,
+                        reason: risk.reason,
+                        oom: false,
+                    });
+                }
+            }
+        }
+        if risk.level >= RiskLevel::High {
+            self.high_since.get_or_insert(now);
+        } else if let Some(since) = self.high_since.take() {
+            self.high_ended = Some(Ended {
+                since,
+                end: now,
+                oom: false,
+            });
+        }
+        let score = &mut self.score;
+        self.ended.retain(|e| {
+            let keep = now - e.end <= OOM_GRACE;
+            if !keep && !e.oom {
+                score.episodes[EpisodeOutcome::NoOom as usize] += 1;
+            }
+            keep
+        });
+    }
+
+    fn close_critical(&mut self, now: f64) {
+        if let Some(e) = self.critical.take() {
+            self.ended.push(Ended {
+                since: e.since,
+                end: now,
+                oom: e.oom,
+            });
+        }
+    }
+
+    /// An out-of-memory error on the GPU at `t`, scored against what the GPU showed then.
+    pub fn oom(&mut self, t: f64, kind: OomKind) -> Scored {
+        let within = |e: &Ended| t - e.end <= OOM_GRACE;
+        let oom_episodes = &mut self.score.episodes[EpisodeOutcome::Oom as usize];
+        let mut count_episode = |oom: &mut bool| {
+            if !*oom {
+                *oom = true;
+                *oom_episodes += 1;
+            }
+        };
+        let paged = if let Some(e) = self.critical.as_mut() {
+            count_episode(&mut e.oom);
+            Some(e.since)
+        } else if let Some(e) = self.ended.iter_mut().rev().find(|e| within(e)) {
+            count_episode(&mut e.oom);
+            Some(e.since)
+        } else {
+            None
+        };
+        let high = self
+            .high_since
+            .or(self.high_ended.filter(within).map(|e| e.since));
+        let (outcome, since) = match (paged, high) {
+            (Some(s), _) => (Outcome::Paged, Some(s)),
+            (None, Some(s)) => (Outcome::Warned, Some(s)),
+            (None, None) => (Outcome::Missed, None),
+        };
+        let lead = since.map(|s| (t - s).max(0.0));
+        self.score.ooms[kind as usize][outcome as usize] += 1;
+        self.score.lead_seconds[kind as usize][outcome as usize] += lead.unwrap_or(0.0);
+        Scored { outcome, lead }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RiskLevel::*;
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    fn grower(pid: u32, slope: f64) -> Contender {
+        Contender {
+            who: Some(pid),
+            growth: Some(slope),
+            eta: Some(30.0),
+            held: 10.0 * GIB,
+        }
+    }
+
+    fn flat(pid: u32) -> Contender {
+        Contender {
+            who: Some(pid),
+            held: 20.0 * GIB,
+            ..Default::default()
+        }
+    }
+
+    const NOBODY: Contender = Contender {
+        who: None,
+        growth: None,
+        eta: None,
+        held: 0.0,
+    };
+
+    fn at(level: RiskLevel) -> (RiskLevel, RiskReason) {
+        let reason = if level == Low {
+            RiskReason::None
+        } else {
+            RiskReason::Eta
+        };
+        (level, reason)
+    }
+
+    /// Steps `t` from `from` to `to` (exclusive) every second with one assessment and one set of
+    /// processes; the published levels.
+    fn run(
+        tr: &mut Tracker,
+        from: u32,
+        to: u32,
+        level: RiskLevel,
+        on_gpu: &[Contender],
+    ) -> Vec<Published> {
+        (from..to)
+            .map(|t| tr.step(t as f64, at(level), on_gpu))
+            .collect()
+    }
+
+    #[test]
+    fn the_driver_is_the_steepest_growth_then_the_soonest_failure_then_the_largest() {
+        let a = grower(1, 1e6);
+        let b = grower(2, 5e6);
+        assert_eq!(candidate(&[a, b, NOBODY]), Some(Some(2)));
+        let victim = Contender {
+            eta: Some(40.0),
+            ..flat(3)
+        };
+        assert_eq!(candidate(&[flat(4), victim, NOBODY]), Some(Some(3)));
+        let unaccounted = Contender {
+            held: 50.0 * GIB,
+            ..NOBODY
+        };
+        assert_eq!(candidate(&[flat(4), unaccounted]), Some(None));
+        assert_eq!(candidate(&[]), None);
+    }
+
+    #[test]
+    fn the_page_ends_when_its_driver_exits_not_a_hold_later() {
+        let mut tr = Tracker::default();
+        let p = run(&mut tr, 0, 30, Critical, &[grower(7, 1e8), NOBODY]);
+        assert_eq!(p[29].risk.level, Critical);
+        assert_eq!(p[29].driver, Some(Some(7)));
+        // The process crashed: its memory is free, the forecast says low at once.
+        let after = tr.step(30.0, at(Low), &[NOBODY]);
+        assert_eq!(
+            after.risk.level, Low,
+            "no 15 s hold for a driver that is gone"
+        );
+        assert_eq!(after.driver, None);
+        // Without the exit (the same process, its forecast gone) the level holds 15 s.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 30, Critical, &[grower(7, 1e8), NOBODY]);
+        let still = tr.step(30.0, at(Low), &[flat(7), NOBODY]);
+        assert_eq!(still.risk.level, Critical);
+    }
+
+    #[test]
+    fn a_staircase_holds_critical_across_its_gaps_while_its_driver_lives() {
+        let mut tr = Tracker::default();
+        let on = [grower(7, 1e8), NOBODY];
+        let between = [flat(7), NOBODY];
+        run(&mut tr, 0, 10, Critical, &on);
+        // 60 s between two steps with no forecast at all: still critical, same driver.
+        let gap = run(&mut tr, 10, 70, Low, &between);
+        assert!(gap
+            .iter()
+            .all(|p| p.risk.level == Critical && p.driver == Some(Some(7))));
+        run(&mut tr, 70, 80, Critical, &on);
+        // The crash.
+        let scored = tr.oom(80.2, OomKind::Reported);
+        assert_eq!(scored.outcome, Outcome::Paged);
+        assert!((scored.lead.unwrap() - 80.2).abs() < 1e-9, "{scored:?}");
+        assert_eq!(tr.step(81.0, at(Low), &[NOBODY]).risk.level, Low);
+        assert_eq!(tr.score().episodes(EpisodeOutcome::Oom), 1);
+        // The bridge is bounded: a forecast that never says critical again lets go after
+        // STAIR_HOLD, though its process lives on.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 10, Critical, &on);
+        let long = run(&mut tr, 10, 200, Low, &between);
+        let last_critical = long.iter().rposition(|p| p.risk.level == Critical).unwrap();
+        assert_eq!(10 + last_critical as u32, 9 + STAIR_HOLD as u32);
+    }
+
+    #[test]
+    fn three_jobs_in_a_row_are_three_episodes_each_scored() {
+        let mut tr = Tracker::default();
+        for (job, pid) in [(0u32, 101u32), (1, 102), (2, 103)] {
+            let t0 = job * 200;
+            run(&mut tr, t0, t0 + 60, Low, &[flat(pid), NOBODY]);
+            run(
+                &mut tr,
+                t0 + 60,
+                t0 + 100,
+                High,
+                &[grower(pid, 1e8), NOBODY],
+            );
+            let p = run(
+                &mut tr,
+                t0 + 100,
+                t0 + 130,
+                Critical,
+                &[grower(pid, 1e8), NOBODY],
+            );
+            assert_eq!(p[0].driver, Some(Some(pid)));
+            let s = tr.oom(f64::from(t0 + 130), OomKind::Reported);
+            assert_eq!(s.outcome, Outcome::Paged);
+            assert!((s.lead.unwrap() - 30.0).abs() < 1e-9);
+            // Gone at the next sample: low at once, no driver.
+            let after = run(&mut tr, t0 + 131, t0 + 200, Low, &[NOBODY]);
+            assert!(after
+                .iter()
+                .all(|p| p.risk.level == Low && p.driver.is_none()));
+        }
+        let s = tr.score();
+        assert_eq!(s.ooms(OomKind::Reported, Outcome::Paged), 3);
+        assert_eq!(s.episodes(EpisodeOutcome::Oom), 3);
+        assert_eq!(s.episodes(EpisodeOutcome::NoOom), 0);
+        assert!((s.lead_seconds(OomKind::Reported, Outcome::Paged) - 90.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_new_growth_at_critical_is_a_new_episode_even_without_a_gap() {
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), flat(2), NOBODY]);
+        // Process 1 stops growing (its level still held), process 2 now grows to critical.
+        let p = tr.step(20.0, at(Critical), &[flat(1), grower(2, 1e8), NOBODY]);
+        assert_eq!((p.risk.level, p.driver), (Critical, Some(Some(2))));
+        // A weaker grower beside a driver that still grows changes nothing.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e7), NOBODY]);
+        let p = tr.step(
+            20.0,
+            at(Critical),
+            &[grower(1, 1e7), grower(2, 1e8), NOBODY],
+        );
+        assert_eq!(p.driver, Some(Some(1)));
+        // Nor does a neighbour's slow growth while the driver is between two steps.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), NOBODY]);
+        let p = tr.step(20.0, at(High), &[flat(1), grower(2, 1e6), NOBODY]);
+        assert_eq!((p.risk.level, p.driver), (Critical, Some(Some(1))));
+        // The first episode ended without an OOM: scored once its grace is over.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), flat(2), NOBODY]);
+        tr.step(20.0, at(Critical), &[flat(1), grower(2, 1e8), NOBODY]);
+        run(
+            &mut tr,
+            21,
+            40,
+            Critical,
+            &[flat(1), grower(2, 1e8), NOBODY],
+        );
+        assert_eq!(tr.score().episodes(EpisodeOutcome::NoOom), 1);
+    }
+
+    #[test]
+    fn an_oom_is_paged_warned_or_missed_by_what_the_gpu_showed_then() {
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 50, High, &[grower(1, 1e8), NOBODY]);
+        let s = tr.oom(50.0, OomKind::Inferred);
+        assert_eq!((s.outcome, s.lead), (Outcome::Warned, Some(50.0)));
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 50, Medium, &[grower(1, 1e8), NOBODY]);
+        let s = tr.oom(50.0, OomKind::Reported);
+        assert_eq!((s.outcome, s.lead), (Outcome::Missed, None));
+        // The exporter saw the process gone a second before its client's report came.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 50, Critical, &[grower(1, 1e8), NOBODY]);
+        tr.step(50.0, at(Low), &[NOBODY]);
+        let s = tr.oom(51.0, OomKind::Reported);
+        assert_eq!((s.outcome, s.lead), (Outcome::Paged, Some(51.0)));
+        assert_eq!(tr.score().episodes(EpisodeOutcome::Oom), 1);
+        // Much later, an OOM is a miss, and the episode is not counted twice.
+        run(&mut tr, 51, 100, Low, &[NOBODY]);
+        assert_eq!(tr.oom(100.0, OomKind::Reported).outcome, Outcome::Missed);
+        let s = tr.score();
+        assert_eq!(s.episodes, [1, 0]);
+        assert_eq!(s.ooms(OomKind::Reported, Outcome::Paged), 1);
+        assert_eq!(s.ooms(OomKind::Reported, Outcome::Missed), 1);
+    }
+
+    #[test]
+    fn a_critical_episode_no_oom_follows_is_counted_as_such() {
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), NOBODY]);
+        // Someone killed the job.
+        run(&mut tr, 20, 20 + OOM_GRACE as u32, Low, &[NOBODY]);
+        assert_eq!(tr.score().episodes, [0, 0], "within the grace: not yet");
+        run(&mut tr, 30, 40, Low, &[NOBODY]);
+        assert_eq!(tr.score().episodes(EpisodeOutcome::NoOom), 1);
+    }
+
+    #[test]
+    fn the_memory_no_process_accounts_for_can_drive_and_never_exits() {
+        let mut tr = Tracker::default();
+        let lump = Contender {
+            held: 70.0 * GIB,
+            ..NOBODY
+        };
+        let p = run(&mut tr, 0, 5, High, &[flat(1), lump]);
+        assert_eq!(p[4].driver, Some(None));
+    }
+
+    #[test]
+    fn an_oom_shows_in_two_signals_and_counts_once() {
+        let mut pair = OomPairing::default();
+        assert!(pair.event(10.0));
+        assert_eq!(
+            pair.counter(11.0, 1),
+            0,
+            "the counter catches up with the event"
+        );
+        assert_eq!(
+            pair.counter(20.0, 1),
+            1,
+            "a rise without an event is an OOM"
+        );
+        assert!(
+            !pair.event(20.5),
+            "the event that comes after it is the same OOM"
+        );
+        assert!(pair.event(30.0));
+        assert!(pair.event(31.0));
+        assert_eq!(pair.counter(32.0, 3), 1, "two of the three were events");
+        assert!(!pair.event(40.0), "the third one's event, late");
+        // Long apart, they are different OOMs.
+        assert!(pair.event(41.0));
+        assert_eq!(pair.counter(41.0 + PAIR_WINDOW + 1.0, 1), 1);
+    }
+
+    #[test]
+    fn a_vanished_process_is_an_inferred_oom_only_on_a_full_gpu() {
+        let mib = 1u64 << 20;
+        assert!(inferred_oom(40 * mib, None));
+        assert!(!inferred_oom(2048 * mib, None));
+        assert!(
+            inferred_oom(500 * mib, Some(786 * mib)),
+            "its next step could not fit"
+        );
+        assert!(!inferred_oom(900 * mib, Some(786 * mib)));
+    }
+}

@@ -1,0 +1,223 @@
+//! The engine's incidents: out-of-memory errors as they become known (a client's report, or a
+//! process without one that vanished from a full GPU), each GPU's incident tracker
+//! (`analysis::incident`: its driver, the level that pages, the forecast's score), and what a
+//! snapshot shows of them.
+
+use std::collections::VecDeque;
+
+use super::*;
+use crate::analysis::incident::{self, Contender, OomKind, Tracker};
+use crate::snapshot::{DriverView, OomCount, OomEventView};
+
+/// How long an OOM event's own series are served: two scrapes at a minute's interval see it,
+/// and the alert on it resolves this long after it fired.
+pub const OOM_EVENT_TTL: f64 = 120.0;
+/// The most recent OOM events served per GPU (a crash loop cannot flood a scrape).
+pub const MAX_OOM_EVENTS: usize = 16;
+/// A training job's own `gpumem_oom_events_total` series stays this long after its last
+/// process on the GPU was seen, and at most this many jobs per GPU have one: the counter keeps
+/// a job's OOMs apart without a series for every job a node ever ran.
+const JOB_RETAIN: f64 = 3600.0;
+const MAX_JOBS: usize = 32;
+
+/// One GPU's incidents.
+#[derive(Default)]
+pub(super) struct GpuIncidents {
+    pub(super) tracker: Tracker,
+    events: VecDeque<OomEventView>,
+    /// OOMs counted on this GPU so far: the number of the next one.
+    counted: u64,
+    /// (kind, training job) → (OOMs, last time a process of the job was seen here).
+    by_job: BTreeMap<(OomKind, String), (u64, Time)>,
+    /// The GPU's free bytes at its previous reading with a process list.
+    free_before: Option<u64>,
+}
+
+impl GpuIncidents {
+    fn touch_job(&mut self, kind: OomKind, job: &str, t: Time) -> &mut (u64, Time) {
+        let e = self.by_job.entry((kind, job.to_string())).or_insert((0, t));
+        e.1 = e.1.max(t);
+        e
+    }
+
+    /// Jobs long gone lose their series, the oldest first beyond `MAX_JOBS`; the GPU's own
+    /// (`job=""`) series of each kind stay.
+    fn prune_jobs(&mut self, now: Time) {
+        self.by_job
+            .retain(|(_, job), (_, seen)| job.is_empty() || now - *seen <= JOB_RETAIN);
+        while self.by_job.keys().filter(|(_, j)| !j.is_empty()).count() > MAX_JOBS {
+            let oldest = self
+                .by_job
+                .iter()
+                .filter(|((_, j), _)| !j.is_empty())
+                .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => self.by_job.remove(&k),
+                None => break,
+            };
+        }
+    }
+}
+
+impl Engine {
+    /// Out-of-memory errors of process `key` at `t`: each counted on its GPU and scored by the
+    /// GPU's tracker.
+    pub(super) fn count_oom(
+        &mut self,
+        key: &ProcKey,
+        t: Time,
+        kind: OomKind,
+        request_bytes: Option<u64>,
+        free_bytes: Option<u64>,
+    ) {
+        let Some(gi) = self.gpus.iter().position(|g| g.id.uuid == key.1) else {
+            return;
+        };
+        let (comm, pod, job) = match self.procs.get(key) {
+            Some(p) => (
+                p.comm.clone().unwrap_or_default(),
+                p.pod.clone(),
+                p.identity.job.clone().unwrap_or_default(),
+            ),
+            None => (String::new(), None, String::new()),
+        };
+        let inc = &mut self.gpus[gi].incidents;
+        let scored = inc.tracker.oom(t, kind);
+        inc.touch_job(kind, &job, t).0 += 1;
+        inc.counted += 1;
+        inc.events.push_back(OomEventView {
+            t,
+            event: inc.counted,
+            kind,
+            pid: key.0,
+            comm,
+            job,
+            pod,
+            request_bytes,
+            free_bytes,
+            outcome: scored.outcome,
+            lead: scored.lead,
+        });
+        while inc.events.len() > MAX_OOM_EVENTS {
+            inc.events.pop_front();
+        }
+        tracing::info!(
+            pid = key.0,
+            gpu = %key.1,
+            kind = kind.as_str(),
+            outcome = scored.outcome.as_str(),
+            lead_s = scored.lead.unwrap_or(0.0),
+            "out of memory"
+        );
+        self.changes += 1;
+    }
+
+    /// After GPU `gi`'s process list was read at `t`: every process without a client that was
+    /// listed at the previous reading (`was_listed`) and is gone now, from a GPU that was full
+    /// but for a segment or its last step, is an inferred OOM.
+    pub(super) fn infer_ooms(&mut self, gi: usize, t: Time, was_listed: &[u32], free_now: u64) {
+        let uuid = self.gpus[gi].id.uuid.clone();
+        let free_before = self.gpus[gi].incidents.free_before.replace(free_now);
+        let Some(free_before) = free_before else {
+            return;
+        };
+        let vanished: Vec<ProcKey> = was_listed
+            .iter()
+            .map(|&pid| (pid, uuid.clone()))
+            .filter(|k| {
+                self.procs.get(k).is_some_and(|p| {
+                    !p.listed_now
+                        && p.last_report.is_none()
+                        && incident::inferred_oom(free_before, p.last_rise)
+                })
+            })
+            .collect();
+        for key in vanished {
+            self.count_oom(&key, t, OomKind::Inferred, None, Some(free_before));
+        }
+    }
+
+    /// GPU `gi`'s incident step after its forecast was assessed: who is on it now (the
+    /// processes behind `parts`, by `keys`, and the memory no process accounts for, the part
+    /// after them) and the level it publishes.
+    pub(super) fn step_incidents(
+        &mut self,
+        gi: usize,
+        now: Time,
+        assessed: (RiskLevel, oom::RiskReason),
+        keys: &[ProcKey],
+        parts: &[DemandPart],
+    ) -> oom::Held {
+        let contenders: Vec<Contender> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let key = keys.get(i);
+                Contender {
+                    who: key.map(|k| k.0),
+                    growth: part.trend.map(|t| t.slope),
+                    eta: key
+                        .and_then(|k| self.procs.get(k))
+                        .and_then(|p| p.eta)
+                        .map(|e| e.seconds),
+                    held: part.held,
+                }
+            })
+            .collect();
+        let jobs: Vec<String> = keys
+            .iter()
+            .filter_map(|k| self.procs.get(k)?.identity.job.clone())
+            .collect();
+        let inc = &mut self.gpus[gi].incidents;
+        for kind in OomKind::ALL {
+            inc.touch_job(kind, "", now);
+        }
+        // A job's series exists from its first sight, so that its first OOM is an increase.
+        for job in &jobs {
+            inc.touch_job(OomKind::Reported, job, now);
+        }
+        inc.prune_jobs(now);
+        while inc
+            .events
+            .front()
+            .is_some_and(|e| now - e.t > OOM_EVENT_TTL)
+        {
+            inc.events.pop_front();
+        }
+        inc.tracker.step(now, assessed, &contenders).risk
+    }
+
+    /// What a snapshot shows of GPU `g`'s incidents at `now`.
+    pub(super) fn incident_view(
+        &self,
+        g: &GpuState,
+        now: Time,
+    ) -> (Option<DriverView>, Vec<OomEventView>, Vec<OomCount>) {
+        let inc = &g.incidents;
+        let driver = inc.tracker.driver().map(|who| {
+            let p = who.and_then(|pid| self.procs.get(&(pid, g.id.uuid.clone())));
+            DriverView {
+                pid: who,
+                comm: p.and_then(|p| p.comm.clone()).unwrap_or_default(),
+                pod: p.and_then(|p| p.pod.clone()),
+            }
+        });
+        let events = inc
+            .events
+            .iter()
+            .filter(|e| now - e.t <= OOM_EVENT_TTL)
+            .cloned()
+            .collect();
+        let counts = inc
+            .by_job
+            .iter()
+            .map(|((kind, job), (n, _))| OomCount {
+                kind: *kind,
+                job: job.clone(),
+                count: *n,
+            })
+            .collect();
+        (driver, events, counts)
+    }
+}
