@@ -1,54 +1,103 @@
-//! The OOM forecast on real crashes (tests/traces/corpus: PyTorch jobs run to a real
-//! `torch.OutOfMemoryError` on an H100, and healthy runs), replayed at the rate users run
-//! (NVML every second, one allocator report a second) at four phases of the sampling clock.
-//! Targets: the forecast issue ("Page before the crash"); the table with the anchor is in
-//! bench/RESULTS.md (`cargo run --release --example corpus`).
+//! The OOM forecast on real crashes and healthy jobs (tests/traces/corpus: PyTorch jobs run to a
+//! real `torch.OutOfMemoryError` on H100 and H200 GPUs, and healthy runs), replayed at the rate
+//! users run (NVML every second, one allocator report a second), as recorded at four phases of
+//! the sampling clock, and under each transformation of the invariance tests at two: without
+//! the client, with one expandable segment, twice as slow, on an 80 GiB and a 141 GiB card, and
+//! beside a steady neighbour (docs/forecast.md, "Invariance").
+//!
+//! Targets (`corpus::misses`, docs/forecast.md "Targets"): every crash is critical from at least
+//! min(45 s, the `predict_linear` anchor's lead) before it and never more than 150 s early, and
+//! where its growth lasted two minutes or more, high from 90 s and an ETA within 35 % at 60 %
+//! of the seconds 20–120 s before, with bounds holding the truth at 80 %; every healthy run stays
+//! under high, gets no ETA under 300 s and no leak flag. Slowed down, a crash keeps its critical
+//! lead up to 45 s. The table: `cargo run --release --example corpus -- DIR --variants`.
 
 #[path = "../bench/corpus.rs"]
 mod corpus;
 
-use corpus::{Run, Score};
+use corpus::{Miss, Run, Variant};
 
 const PHASES: [f64; 4] = [0.0, 0.25, 0.5, 0.75];
+const VARIANT_PHASES: [f64; 2] = [0.0, 0.5];
 
-/// Runs whose mechanism cannot meet a target, with the floor they are held to instead (so that
-/// a regression still fails) and why. Nothing else may miss a target. docs/forecast.md has the
-/// table these come from.
-///
-/// - `curriculum`: the sequence length rises every 20 s and the allocator's cache absorbs the
-///   first stages; the staircase shows only two stages (40 s) after warm-up, and the crash
-///   comes 100 s after the job starts. Critical holds from 31 s.
-/// - `c-batch-warmup`: the batch grows every 24 s; the first step barely shows (0.8 GiB), and
-///   the crash comes 49 s after the second step. One step is a change of level, not growth,
-///   so critical (and high) hold from 40 s.
-/// - `frag` and `hook-capture` (dev): growth is visible about 65 s before the crash once the
-///   process has run three steps (its warm-up); high holds from 61–67 s.
-/// - `kept-logits` (dev): high holds from 86 s.
-/// - ETA accuracy and bounds: staircases of a few large steps (curriculum, batch warm-up,
-///   weight streaming that fragments the cache) and a slow staircase of 786 MiB segments
-///   (kept views) are forecast at the right level but not within 35 % most of the time, and
-///   seconds without an ETA count as misses of both.
-/// - `h-cudnn` (held out, healthy): cuDNN autotuning beside nine other jobs on a GPU with
-///   1.5 GiB free; the autotuner's cached workspaces rise in records for two minutes, and the
-///   forecast reads that as growth for 16 s (an ETA of 183 s at worst).
-fn floor(run: &str, what: &str) -> Option<f64> {
-    let base = run.trim_end_matches("-2");
-    match (base, what) {
-        ("curriculum", "critical" | "high") => Some(30.0),
-        ("c-batch-warmup", "critical" | "high") => Some(38.0),
-        ("frag" | "hook-capture", "high") => Some(58.0),
-        ("kept-logits", "high") => Some(84.0),
-        ("curriculum" | "c-batch-warmup" | "frag" | "kept-views", "eta") => Some(0.0),
-        ("curriculum" | "c-batch-warmup" | "frag", "bounds") => Some(0.0),
-        ("hook-capture" | "kept-logits", "eta" | "bounds") => Some(0.35),
-        ("kept-views", "bounds") => Some(0.6),
-        ("h-cudnn", "high_seconds") => Some(20.0),
-        ("h-cudnn", "min_eta") => Some(150.0),
-        _ => None,
+/// A target a run cannot meet, the floor (or, for counts of seconds, the ceiling) it is held to
+/// instead, so that a regression still fails, and why.
+struct Allowance {
+    run: &'static str,
+    /// A variant's name (`Variant::name`), or `None` for every variant.
+    variant: Option<&'static str>,
+    what: &'static str,
+    limit: f64,
+}
+
+const fn allow(
+    run: &'static str,
+    variant: Option<&'static str>,
+    what: &'static str,
+    limit: f64,
+) -> Allowance {
+    Allowance {
+        run,
+        variant,
+        what,
+        limit,
     }
 }
 
-fn scores(set: &str) -> Vec<(Run, Vec<Score>)> {
+/// Every exception, with its reason; nothing else may miss a target. docs/forecast.md has the
+/// tables these come from.
+const ALLOWED: &[Allowance] = &[
+    // A staircase of three steps 40 s apart whose first step the cache absorbs: two steps show
+    // (the allocator's record of its peak) only 40 s before the crash, and one step alone is a
+    // change of level. High holds from the second step; its ETA (the next step, when it is due)
+    // is right from then on.
+    allow("c-batch-warmup-2", None, "high", 38.0),
+    allow("c-batch-warmup-2", None, "eta", 0.15),
+    allow("c-batch-warmup-2", None, "bounds", 0.15),
+    // Without the client NVML sees one step 40 s before the crash, from 1.46 to 0.32 GiB free:
+    // the same as h-tight-eval's first evaluation (a step that leaves less room than itself),
+    // which is healthy. A change of level is not growth, so nothing pages.
+    allow("c-batch-warmup-2", Some("no client"), "critical", 0.0),
+    allow("c-batch-warmup-2", Some("no client"), "high", 0.0),
+    allow("c-batch-warmup-2", Some("no client"), "eta", 0.0),
+    allow("c-batch-warmup-2", Some("no client"), "bounds", 0.0),
+    // Without the client the sequence-length curriculum shows NVML steps only as the cache
+    // grows; its allocator frees cache under pressure after the last one, and the staircase
+    // is seen from its third step, 31 s before the crash (the anchor: 39 s).
+    allow("curriculum", Some("no client"), "critical", 30.0),
+    // kept-views keeps a view every 10 steps: a staircase of 786 MiB segments whose steps come
+    // 40 to 90 s apart as the allocator's cache absorbs them unevenly. The level of the ETA is
+    // right (critical 83 s ahead, high 119 s, bounds hold the truth at 86 %), its point not:
+    // a step due "one median gap" after the last comes early or late by half a gap.
+    allow("kept-views", None, "eta", 0.35),
+    allow("kept-views", Some("no client"), "bounds", 0.65),
+    // Dynamic padding: batches padded to their longest sample put the allocated floor, sampled
+    // a second apart, 0.5 GiB up for about a minute before it falls back. The leak test's
+    // persistence (eight windows, p < 0.01) rejects all but 3 s of it; the alert waits 5 min.
+    allow("h-dynpad-1", None, "leak_seconds", 3.0),
+    // Twice as slow, the 30 GiB checkpoint of healthy-shared takes 80 s to load, longer than
+    // `analysis.eta_warmup` (60 s): its last 20 s read as growth, and the GPU is at high for
+    // up to 35 s (shortest ETA 61 s; no critical). healthy-prealloc's 90 % block, taken over
+    // twice the time, shows its allocator's floor rising for 22 s.
+    allow("healthy-shared", Some("slower ×2"), "high_seconds", 40.0),
+    allow("healthy-shared", Some("slower ×2"), "min_eta", 55.0),
+    allow("healthy-shared", Some("slower ×2"), "leak_seconds", 10.0),
+    allow("healthy-prealloc", Some("slower ×2"), "leak_seconds", 25.0),
+];
+
+fn allowed(m: &Miss) -> bool {
+    ALLOWED.iter().any(|a| {
+        a.run == m.run
+            && a.variant.is_none_or(|v| v == m.variant)
+            && a.what == m.what
+            && match m.what {
+                "high_seconds" | "leak_seconds" | "early" => m.got <= a.limit,
+                _ => m.got >= a.limit,
+            }
+    })
+}
+
+fn misses_of(set: &str) -> Vec<Miss> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/traces/corpus")
         .join(set);
@@ -59,87 +108,42 @@ fn scores(set: &str) -> Vec<(Run, Vec<Score>)> {
         "{}: the corpus is part of the repository",
         dir.display()
     );
-    let all: Vec<(Run, Vec<Score>)> = runs
-        .into_iter()
-        .map(|r| {
-            let s = corpus::evaluate(bin, &r, &PHASES)
-                .into_iter()
-                .filter(|s| s.detector == "gpumem-exporter")
-                .collect();
-            (r, s)
-        })
-        .collect();
-    let flat: Vec<Score> = all.iter().flat_map(|(_, s)| s.clone()).collect();
-    println!("{}", corpus::table(&flat));
-    all
+    // Two replays at a time: the machine that runs the tests has two cores.
+    let per_run = |run: &Run| -> Vec<Miss> {
+        let recorded = corpus::evaluate(bin, run, &PHASES);
+        let mut out = corpus::misses(run, Variant::Recorded, &recorded, &recorded);
+        for v in corpus::VARIANTS.iter().skip(1) {
+            let scores = corpus::evaluate_variant(bin, run, *v, &VARIANT_PHASES);
+            out.extend(corpus::misses(run, *v, &scores, &recorded));
+        }
+        out
+    };
+    let halves: Vec<Vec<&Run>> = vec![
+        runs.iter().step_by(2).collect(),
+        runs.iter().skip(1).step_by(2).collect(),
+    ];
+    std::thread::scope(|s| {
+        let handles: Vec<_> = halves
+            .iter()
+            .map(|h| s.spawn(|| h.iter().flat_map(|r| per_run(r)).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a replay thread panicked"))
+            .collect()
+    })
 }
 
 fn check(set: &str) {
-    let mut failures = vec![];
-    for (run, scores) in scores(set) {
-        for s in &scores {
-            let at = format!("{} (phase {:.2})", run.name, s.phase);
-            if run.healthy {
-                let allowed = floor(&run.name, "high_seconds").unwrap_or(0.0);
-                if s.high_seconds as f64 > allowed {
-                    failures.push(format!(
-                        "{at}: {} s at risk ≥ high on a healthy run",
-                        s.high_seconds
-                    ));
-                }
-                let shortest = floor(&run.name, "min_eta").unwrap_or(300.0);
-                if let Some(e) = s.min_eta.filter(|e| *e < shortest) {
-                    failures.push(format!("{at}: an ETA of {e:.0} s on a healthy run"));
-                }
-                if s.leak_seconds > 0 {
-                    failures.push(format!(
-                        "{at}: {} s of leak flag on a healthy run",
-                        s.leak_seconds
-                    ));
-                }
-                continue;
-            }
-            let crit = s.critical_lead.unwrap_or(0.0);
-            let need = floor(&run.name, "critical").unwrap_or(45.0);
-            if crit < need {
-                failures.push(format!(
-                    "{at}: critical held from {crit:.0} s before the crash (target {need:.0})"
-                ));
-            }
-            if let Some(first) = s.first_critical_left.filter(|f| *f > 150.0) {
-                failures.push(format!(
-                    "{at}: critical with {first:.0} s left (target: never over 150)"
-                ));
-            }
-            let high = s.high_lead.unwrap_or(0.0);
-            let need = floor(&run.name, "high").unwrap_or(90.0);
-            if high < need {
-                failures.push(format!(
-                    "{at}: high held from {high:.0} s before the crash (target {need:.0})"
-                ));
-            }
-            let shares = [
-                ("eta", s.eta_share(), 0.60, "ETA within 35 %"),
-                (
-                    "bounds",
-                    s.bounds_share(),
-                    0.80,
-                    "the ETA's bounds hold the truth",
-                ),
-            ];
-            for (what, share, target, says) in shares {
-                let share = share.unwrap_or(0.0);
-                let need = floor(&run.name, what).unwrap_or(target);
-                if share < need {
-                    failures.push(format!(
-                        "{at}: {says} at {:.0} % of the seconds with 20–120 s left (target {:.0} %)",
-                        100.0 * share,
-                        100.0 * need
-                    ));
-                }
-            }
-        }
+    let misses = misses_of(set);
+    for m in &misses {
+        println!("{} {m}", if allowed(m) { "allowed:" } else { "MISSED: " });
     }
+    let failures: Vec<String> = misses
+        .iter()
+        .filter(|m| !allowed(m))
+        .map(|m| m.to_string())
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -257,15 +257,19 @@ impl Demand {
                 }
             }
         }
+        // The allocator's record never comes down, so whether it is kept says nothing: a
+        // record staircase counts while its next step is due (`fit_demand`), and records that
+        // stop coming (the longest sequence so far, the largest burst) stop counting.
         self.trend = [
-            (fit(&self.need), &self.need),
-            (fit(&self.peak_need), &self.peak_need),
-            (fit(&self.record_need), &self.record_need),
+            (fit(&self.need), Some(&self.need)),
+            (fit(&self.peak_need), Some(&self.peak_need)),
+            (fit(&self.record_need), None),
         ]
         .into_iter()
-        .filter_map(|(t, raw)| t.zip(Some(raw)))
+        .filter_map(|(t, raw)| t.map(|t| (t, raw)))
         .filter(|(t, raw)| {
-            oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now, &oom::PERSISTENCE)
+            oom::credible(t, &p.eta)
+                && raw.is_none_or(|r| oom::persistent(t, r, from, now, &oom::PERSISTENCE))
         })
         .map(|(t, _)| t)
         .max_by(|a, b| a.slope.total_cmp(&b.slope));

@@ -127,6 +127,15 @@ pub const LEAK_PERSISTENCE: Persistence = Persistence {
 /// so do the teeth of a sawtooth that a sample caught high; a leak, a growing cache or a larger
 /// batch stays.
 pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persistence) -> bool {
+    // A staircase keeps what it reached when its last step is kept: the demand has not come
+    // back below half of it since. Windows would wait a part of the span after every step.
+    if let Some(s) = trend.stairs {
+        return raw
+            .since(s.last)
+            .map(|b| b.min())
+            .reduce(f64::min)
+            .is_some_and(|m| m >= s.below + 0.5 * s.step);
+    }
     let window = (trend.span / p.parts).clamp(5.0, p.widest);
     let floor = super::trend::floor_points(raw, from, to, window);
     super::trend::fit(&floor)

@@ -103,6 +103,9 @@ pub struct Stairs {
     pub step: f64,
     pub gap: f64,
     pub next_in: f64,
+    /// When the last step came, and the level it rose from.
+    pub last: Time,
+    pub below: f64,
 }
 
 pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
@@ -151,6 +154,8 @@ pub struct Steps {
     pub last_t: f64,
     /// Median size of the upward jumps.
     pub median_step: f64,
+    /// The level the last upward jump rose from.
+    pub below_last: f64,
 }
 
 /// Upward jumps of at least `min_step` and eight robust standard deviations of the
@@ -160,9 +165,9 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
     let mut diffs: Vec<f64> = points.windows(2).map(|w| (w[1].1 - w[0].1).abs()).collect();
     let sigma = 1.4826 * median(&mut diffs).unwrap_or(0.0);
     let threshold = min_step.max(8.0 * sigma);
-    // (index after the jump, its time, its size); a jump caught over two neighbouring samples
-    // is one jump.
-    let mut jumps: Vec<(usize, f64, f64)> = Vec::new();
+    // (index after the jump, its time, its size, the level it rose from); a jump caught over
+    // two neighbouring samples is one jump.
+    let mut jumps: Vec<(usize, f64, f64, f64)> = Vec::new();
     let mut jumped = 0.0;
     for (i, w) in points.windows(2).enumerate() {
         let d = w[1].1 - w[0].1;
@@ -172,7 +177,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
                     j.0 = i + 1;
                     j.2 += d;
                 }
-                _ => jumps.push((i + 1, w[1].0, d)),
+                _ => jumps.push((i + 1, w[1].0, d, w[0].1)),
             }
             jumped += d;
         }
@@ -198,6 +203,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         median_gap: median(&mut gaps).unwrap_or(f64::INFINITY),
         last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
         median_step: median(&mut sizes).unwrap_or(0.0),
+        below_last: jumps.last().map_or(f64::NAN, |j| j.3),
     }
 }
 
@@ -263,6 +269,8 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
             step: st.median_step,
             gap: st.median_gap,
             next_in: (st.last_t + st.median_gap - last_t).max(0.0),
+            last: st.last_t,
+            below: st.below_last,
         }),
     })
 }
