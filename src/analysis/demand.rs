@@ -14,6 +14,11 @@ use super::trend::{fit_demand, Trend};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
 
+/// What a process holds outside its allocator (the CUDA context, libraries) is its median over
+/// this window: NVML's reading and the allocator's report come a moment apart, and a cache taken
+/// or given back between them would otherwise read as overhead, or its absence, for a report.
+const OVERHEAD_WINDOW: f64 = 10.0;
+
 /// Points a demand trend is fitted on at most: a longer window is read in wider buckets (the
 /// fit's cost grows with the square of its points).
 const FIT_POINTS: usize = 120;
@@ -104,6 +109,9 @@ pub struct Demand {
     held: f64,
     /// What it held from the driver, over time (its footprint).
     footprint: Series,
+    /// What it holds outside the allocator (NVML's bytes less the allocator's reserved), over
+    /// the last `OVERHEAD_WINDOW` seconds.
+    overheads: VecDeque<(Time, f64)>,
     /// When it last gave memory back to the driver (an emptied cache, the end of an evaluation
     /// phase): it will ask for it again.
     gave_back_at: Option<Time>,
@@ -126,6 +134,7 @@ impl Demand {
             peak_need: history.clone(),
             record_need: history.clone(),
             footprint: history,
+            overheads: VecDeque::new(),
             held: 0.0,
             gave_back_at: None,
             trend: None,
@@ -199,6 +208,17 @@ impl Demand {
             self.segments.pop_front();
         }
         if m.active {
+            if let (Some(a), Some(u)) = (m.allocator, m.driver_bytes) {
+                self.overheads
+                    .push_back((now, (u as f64 - a.reserved_bytes as f64).max(0.0)));
+            }
+            while self
+                .overheads
+                .front()
+                .is_some_and(|o| o.0 < now - OVERHEAD_WINDOW)
+            {
+                self.overheads.pop_front();
+            }
             let peak = self.peak_need(m, now);
             let (need, held) = self.need_and_held(m, peak);
             self.loading
@@ -257,19 +277,17 @@ impl Demand {
                 }
             }
         }
-        // The allocator's record never comes down, so whether it is kept says nothing: a
-        // record staircase counts while its next step is due (`fit_demand`), and records that
-        // stop coming (the longest sequence so far, the largest burst) stop counting.
+        // Records that stop coming (the longest sequence so far, the largest burst) stop
+        // counting once their next step is no longer due (`fit_demand`).
         self.trend = [
-            (fit(&self.need), Some(&self.need)),
-            (fit(&self.peak_need), Some(&self.peak_need)),
-            (fit(&self.record_need), None),
+            (fit(&self.need), &self.need),
+            (fit(&self.peak_need), &self.peak_need),
+            (fit(&self.record_need), &self.record_need),
         ]
         .into_iter()
         .filter_map(|(t, raw)| t.map(|t| (t, raw)))
         .filter(|(t, raw)| {
-            oom::credible(t, &p.eta)
-                && raw.is_none_or(|r| oom::persistent(t, r, from, now, &oom::PERSISTENCE))
+            oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now, &oom::PERSISTENCE)
         })
         .map(|(t, _)| t)
         .max_by(|a, b| a.slope.total_cmp(&b.slope));
@@ -313,10 +331,7 @@ impl Demand {
     /// `HIGH_WATER_WINDOW` seconds, plus what it holds outside the allocator.
     fn peak_need(&self, m: &Moment, now: Time) -> Option<f64> {
         let a = m.allocator?;
-        let overhead = m
-            .driver_bytes
-            .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
-            .unwrap_or(0.0);
+        let overhead = self.overhead();
         let since = now - HIGH_WATER_WINDOW;
         let sampled = m
             .allocated
@@ -332,12 +347,15 @@ impl Demand {
 
     /// The allocator's record of its peak plus what the process holds outside the allocator.
     fn record_need(&self, m: &Moment) -> Option<f64> {
-        let a = m.allocator?;
-        let overhead = m
-            .driver_bytes
-            .map(|u| (u as f64 - a.reserved_bytes as f64).max(0.0))
-            .unwrap_or(0.0);
-        Some(self.peak?.0 as f64 + overhead)
+        m.allocator?;
+        Some(self.peak?.0 as f64 + self.overhead())
+    }
+
+    /// What it holds outside the allocator: the median over `OVERHEAD_WINDOW`.
+    fn overhead(&self) -> f64 {
+        let now = self.overheads.back().map_or(0.0, |o| o.1);
+        let mut o: Vec<f64> = self.overheads.iter().map(|o| o.1).collect();
+        super::stats::median(&mut o).map_or(now, |m| m.min(now))
     }
 
     /// Bytes the process needs to get through its next step and bytes it holds from the
