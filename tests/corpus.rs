@@ -109,7 +109,12 @@ const ALLOWED: &[Allowance] = &[
     //   curriculum does.
     allow("curriculum-2", Some("no client"), "critical", 35.0),
     // - one expandable segment makes kept-logits-2's bounds hold the truth at 77 %.
-    allow("live-kept-logits-2", Some("one expandable segment"), "bounds", 0.75),
+    allow(
+        "live-kept-logits-2",
+        Some("one expandable segment"),
+        "bounds",
+        0.75,
+    ),
     // - twice as slow, cuDNN autotuning beside nine jobs sets records for minutes: high for
     //   26 s (shortest ETA 98 s) and a leak flag for 152 s; live torch.compile and the
     //   reinforcement-learning loop show their allocator's floor rising for 23 and 13 s.

@@ -509,6 +509,72 @@ mod tests {
     }
 
     #[test]
+    fn a_staircase_fails_at_the_first_step_that_no_longer_fits_when_it_is_due() {
+        // +1 GiB every 20 s, the last step at t = 100; 2.5 GiB of room: two more steps fit,
+        // the third fails when it comes, at 160.
+        let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * GIB;
+        let now = 110.0;
+        let t = trend(stair, now).expect("a staircase");
+        assert!(t.stairs.is_some());
+        let p = part(stair(now), stair(now), Some(t), now);
+        let e = eta(stair(now) + 2.5 * GIB, &[p], 0, &params()).expect("an ETA");
+        assert!((e.seconds - 50.0).abs() < 1.0, "{}", e.seconds);
+        // With less room than a step, the next step fails: at 120.
+        let e = eta(stair(now) + 0.5 * GIB, &[p], 0, &params()).unwrap();
+        assert!((e.seconds - 10.0).abs() < 1.0, "{}", e.seconds);
+    }
+
+    #[test]
+    fn a_staircase_persists_while_its_last_step_is_kept() {
+        let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * GIB;
+        let t = trend(stair, 110.0).unwrap();
+        let mut kept = Series::new(1.0, 300.0);
+        let mut dropped = Series::new(1.0, 300.0);
+        for i in 0..=110 {
+            let t = i as f64;
+            kept.push(t, stair(t));
+            // The allocator gives the last step back after 5 s.
+            dropped.push(t, if t >= 105.0 { stair(99.0) } else { stair(t) });
+        }
+        assert!(persistent(&t, &kept, 0.0, 110.0, &PERSISTENCE));
+        assert!(!persistent(&t, &dropped, 0.0, 110.0, &PERSISTENCE));
+    }
+
+    #[test]
+    fn a_floor_that_rises_for_a_minute_and_falls_back_is_no_leak() {
+        let floor = |t: f64| {
+            GIB + if (100.0..160.0).contains(&t) {
+                0.5 * GIB
+            } else {
+                0.0
+            }
+        };
+        let steady = |t: f64| GIB + 0.01 * GIB * t;
+        let series = |f: &dyn Fn(f64) -> f64| {
+            let mut s = Series::new(1.0, 600.0);
+            for i in 0..=240 {
+                s.push(i as f64, f(i as f64));
+            }
+            s
+        };
+        let rising = trend(steady, 240.0).unwrap();
+        assert!(persistent(
+            &rising,
+            &series(&steady),
+            0.0,
+            240.0,
+            &LEAK_PERSISTENCE
+        ));
+        assert!(!persistent(
+            &rising,
+            &series(&floor),
+            0.0,
+            240.0,
+            &LEAK_PERSISTENCE
+        ));
+    }
+
+    #[test]
     fn records_that_come_and_go_are_not_persistent_growth() {
         let series = |f: &dyn Fn(f64) -> f64| {
             let mut s = Series::new(1.0, 120.0);

@@ -369,6 +369,34 @@ mod demand_tests {
     }
 
     #[test]
+    fn a_step_that_follows_a_rise_is_growth_not_a_change_of_level() {
+        // 40 s of steady growth, then one large step: still one trend over all of it.
+        let f = |t: f64| 10.0 * GIB + 0.02 * GIB * t + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
+        let tr = fit_demand(&series(f, 60), 64.0 * 1048576.0).unwrap();
+        assert_eq!(tr.points, 60, "the fit keeps the rise before the step");
+        // The same step out of a flat level is a change of level.
+        let g = |t: f64| 10.0 * GIB + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
+        let tr = fit_demand(&series(g, 60), 64.0 * 1048576.0).unwrap();
+        assert_eq!(tr.points, 20);
+    }
+
+    #[test]
+    fn a_staircase_knows_its_steps_and_when_the_next_is_due() {
+        // +800 MiB every 20 s, the last at t = 100.
+        let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
+        let tr = fit_demand(&series(stair, 110), 64.0 * 1048576.0).unwrap();
+        let s = tr.stairs.expect("a staircase");
+        assert!((s.step - 800.0 * 1048576.0).abs() < 1.0, "{}", s.step);
+        assert_eq!(s.gap, 20.0);
+        assert_eq!(s.last, 100.0);
+        assert_eq!(s.next_in, 11.0, "due at 120, the last point at 109");
+        assert_eq!(s.below, 10.0 * GIB + 4.0 * 800.0 * 1048576.0);
+        // A smooth ramp has none.
+        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0).unwrap();
+        assert!(tr.stairs.is_none());
+    }
+
+    #[test]
     fn a_smooth_ramp_keeps_its_slope() {
         let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0).unwrap();
         assert!((tr.slope - 1e7).abs() < 1e3);
