@@ -165,13 +165,28 @@ fn the_readmes_quick_start_takes_reports_as_a_user_without_root() {
     let mine = dir.join(format!("gpumem-readme-{}.sock", std::process::id()));
     args[at + 1] = mine.display().to_string();
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut c = Command::new(BIN);
+    let root = unsafe { libc::geteuid() } == 0;
+    // As `nobody` the build folder may be out of reach (a checkout in a private folder), so the
+    // binary runs from a copy in a folder anyone may enter.
+    let reachable = tempfile::tempdir().unwrap();
+    let bin = if root {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = reachable.path().join("gpumem-exporter");
+        std::fs::copy(BIN, &bin).unwrap();
+        for p in [reachable.path(), bin.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        bin
+    } else {
+        PathBuf::from(BIN)
+    };
+    let mut c = Command::new(&bin);
     c.args(&args)
         .args(["--web.listen-address", "127.0.0.1:0"])
         .stdout(std::process::Stdio::null())
         .stderr(log.reopen().unwrap());
     // Run as `nobody` where the test runs as root.
-    if unsafe { libc::geteuid() } == 0 {
+    if root {
         c.uid(65534).gid(65534);
     }
     let mut child = c.spawn().unwrap();
