@@ -579,6 +579,12 @@ pub fn misses(run: &Run, variant: Variant, scores: &[Score], recorded: &[Score])
         return out;
     }
     let crit = worst(&ours, |s| s.critical_lead);
+    let first = ours
+        .iter()
+        .filter_map(|s| s.first_critical_left)
+        .fold(0.0, f64::max);
+    let early = 150.0 * variant.stretch();
+    miss("early", first, early, first > early);
     if let Variant::Slower(_) = variant {
         // At least what it was, up to the 45 s asked of every crash: a lead that was longer
         // because the ETA ran short becomes the 60 s of a right one when the job is slower.
@@ -591,31 +597,10 @@ pub fn misses(run: &Run, variant: Variant, scores: &[Score], recorded: &[Score])
         )
         .min(45.0);
         miss("slower", crit, was, crit < was);
-        let first = ours
-            .iter()
-            .filter_map(|s| s.first_critical_left)
-            .fold(0.0, f64::max);
-        miss(
-            "early",
-            first,
-            150.0 * variant.stretch(),
-            first > 150.0 * variant.stretch(),
-        );
         return out;
-    } else {
-        let need = worst(&anchor, |s| s.critical_lead).min(45.0);
-        miss("critical", crit, need, crit < need);
     }
-    let first = ours
-        .iter()
-        .filter_map(|s| s.first_critical_left)
-        .fold(0.0, f64::max);
-    miss(
-        "early",
-        first,
-        150.0 * variant.stretch(),
-        first > 150.0 * variant.stretch(),
-    );
+    let need = worst(&anchor, |s| s.critical_lead).min(45.0);
+    miss("critical", crit, need, crit < need);
     let growth = run.crash.unwrap_or(0.0) - run.growth_from.unwrap_or(0.0);
     if growth * variant.stretch() >= LONG_GROWTH {
         let high = worst(&ours, |s| s.high_lead);

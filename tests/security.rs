@@ -131,21 +131,7 @@ fn start_with_files(web_config: &Path, open_files: Option<u64>) -> Running {
     let log = dir.path().join("exporter.log");
     let mut cmd = Command::new(BIN);
     if let Some(n) = open_files {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: n as libc::rlim_t,
-                    rlim_max: n as libc::rlim_t,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        common::limit_open_files(&mut cmd, n);
     }
     let mut child = cmd
         .args(["--source", "sim", "--sample-interval", "100ms"])

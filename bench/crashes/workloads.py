@@ -330,8 +330,9 @@ def frag(a):
             )
 
 
-def kv_cache(a):
-    """An inference server that keeps every session's KV cache and never evicts one."""
+def kv_sessions(a):
+    """GPT-2 serving sessions whose KV caches are never evicted: one request a call, 70 % of
+    them continuing a session; returns the request and the sessions it keeps."""
     from transformers import DynamicCache
 
     model = gpt2(12).half().eval()
@@ -353,6 +354,13 @@ def kv_cache(a):
         out = model(x, past_key_values=cache, use_cache=True)
         sessions[sid] = out.past_key_values
         time.sleep(a.period_s)  # requests arrive; the server is not saturated
+
+    return request, sessions
+
+
+def kv_cache(a):
+    """An inference server that keeps every session's KV cache and never evicts one."""
+    request, sessions = kv_sessions(a)
 
     for _ in range(10):
         request()
@@ -387,27 +395,7 @@ def kv_server(a):
     """An inference server as it starts for real: its weights read shard by shard (a ramp, no
     single block), a few warm-up requests, then traffic whose KV caches are never evicted. The
     weights are sized to leave ``rate × growth_s`` free, the rate measured while warming up."""
-    from transformers import DynamicCache
-
-    model = gpt2(12).half().eval()
-    vocab = model.config.vocab_size
-    sessions = {}
-    rng = random.Random(a.seed)
-
-    @torch.no_grad()
-    def request():
-        sid = rng.randrange(len(sessions) + 1) if sessions and rng.random() < 0.7 else len(sessions)
-        cache = sessions.get(sid)
-        if cache is None or cache.get_seq_length() > 1500:
-            cache = DynamicCache()
-            n = 256
-            sid = len(sessions)
-        else:
-            n = 32
-        x = torch.randint(0, vocab, (4, n), device=DEV)
-        out = model(x, past_key_values=cache, use_cache=True)
-        sessions[sid] = out.past_key_values
-        time.sleep(a.period_s)
+    request, sessions = kv_sessions(a)
 
     for _ in range(10):
         request()

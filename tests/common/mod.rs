@@ -131,21 +131,7 @@ impl Exporter {
             cmd.args(["--ingest.listen-address", "127.0.0.1:0"]);
         }
         if let Some(n) = l.open_files {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let lim = libc::rlimit {
-                        rlim_cur: n as libc::rlim_t,
-                        rlim_max: n as libc::rlim_t,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            limit_open_files(&mut cmd, n);
         }
         let log_path = dir.path().join("exporter.log");
         let log = std::fs::File::create(&log_path).unwrap();
@@ -434,4 +420,23 @@ pub fn flood(port: u16, n: usize, first: &[u8]) -> Vec<TcpStream> {
         }
     }
     held
+}
+
+/// Starts `cmd` with its open-files limit (soft and hard) at `n`.
+pub fn limit_open_files(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
 }

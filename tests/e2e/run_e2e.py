@@ -29,21 +29,18 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_dashboards  # noqa: E402
 from stack import (ALERTMANAGER, GPUMEM_BIN, INHIBIT_RULES, PROMETHEUS, PROMTOOL, ROOT, Budget,  # noqa: E402
-                   Children, Failure, Prom, Webhook, free_port, http_get, require_binaries, wait_for, write)
+                   Failure, Prom, run_check, free_port, http_get, require_binaries, wait_for, write)
 
 FOR_SCALE = float(os.environ.get("GPUMEM_E2E_FOR_SCALE", "0.1"))
-KEEP = os.environ.get("GPUMEM_E2E_KEEP") == "1"
 
 TOTAL_BUDGET = 225.0      # seconds for the whole run (< 4 minutes with clean-up)
 START_TIMEOUT = 30.0      # each child process must answer within this
@@ -297,43 +294,7 @@ def run(tmp, children, hook):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="gpumem-e2e-")
-    children = Children(tmp, BUDGET)
-    hook = None
-    failures = []
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    # Last resort: whatever hangs, stop the children and leave after the budget.
-    watchdog = threading.Timer(TOTAL_BUDGET + 10, lambda: (log("watchdog: out of time"), children.stop_all(),
-                                                           os._exit(3)))
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        hook = Webhook()
-        failures = run(tmp, children, hook)
-    except Failure as e:
-        failures = [str(e)]
-    except KeyboardInterrupt as e:
-        failures = [f"interrupted ({e})"]
-    finally:
-        children.stop_all()
-        if hook:
-            hook.close()
-        watchdog.cancel()
-    if failures:
-        children.tail()
-        print("\nE2E FAILED:")
-        for f in failures:
-            print("  - " + f)
-    else:
-        print(f"\nE2E PASSED in {BUDGET.elapsed():.0f}s")
-    if KEEP or failures:
-        print(f"logs and generated configs: {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failures else 0
+    return run_check("E2E", tmp, BUDGET, lambda children, hook: run(tmp, children, hook))
 
 
 if __name__ == "__main__":

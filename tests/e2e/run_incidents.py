@@ -36,8 +36,6 @@ import gzip
 import json
 import os
 import re
-import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -45,8 +43,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from stack import (ALERTMANAGER, GPUMEM_BIN, PROMETHEUS, ROOT, Budget, Children, Failure, Prom,  # noqa: E402
-                   Webhook, free_port, http_get, require_binaries, shipped_route_config, wait_for, write)
+from stack import (ALERTMANAGER, GPUMEM_BIN, PROMETHEUS, ROOT, Budget, Failure, Prom,  # noqa: E402
+                   free_port, http_get, require_binaries, run_check, shipped_route_config, wait_for, write)
 
 RUNS = ["c-batch-warmup-3", "c-kv-cache-2", "c-expandable-2"]
 CORPUS = os.path.join(ROOT, "tests", "traces", "corpus", "holdout")
@@ -54,7 +52,6 @@ GPU = "0"
 # A page must have resolved this long after its job's crash.
 RESOLVED_WITHIN = 60.0
 START_TIMEOUT = 30.0
-KEEP = os.environ.get("GPUMEM_E2E_KEEP") == "1"
 
 
 def traces():
@@ -321,41 +318,7 @@ def main():
     # The replay (about 410 s at speed 1), a minute after the last crash, start and stop.
     budget = Budget(410 / args.speed + 90)
     tmp = tempfile.mkdtemp(prefix="gpumem-incidents-")
-    children = Children(tmp, budget)
-    hook = None
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_signal)
-    watchdog = threading.Timer(budget.total + 15, lambda: (budget.log("watchdog: out of time"),
-                                                           children.stop_all(), os._exit(3)))
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        hook = Webhook()
-        failures = run(tmp, children, hook, args, budget)
-    except Failure as e:
-        failures = [str(e)]
-    except KeyboardInterrupt as e:
-        failures = [f"interrupted ({e})"]
-    finally:
-        children.stop_all()
-        if hook:
-            hook.close()
-        watchdog.cancel()
-    if failures:
-        children.tail()
-        print("\nINCIDENTS E2E FAILED:")
-        for f in failures:
-            print("  - " + f)
-    else:
-        print(f"\nINCIDENTS E2E PASSED in {budget.elapsed():.0f}s")
-    if KEEP or failures:
-        print(f"logs and what was observed: {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failures else 0
+    return run_check("INCIDENTS E2E", tmp, budget, lambda children, hook: run(tmp, children, hook, args, budget))
 
 
 if __name__ == "__main__":

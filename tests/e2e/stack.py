@@ -5,6 +5,8 @@ alerts/README.md. Standard library only.
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -248,3 +250,45 @@ def shipped_route_config(hook_port):
         f"  - name: {n}\n    webhook_configs:\n      - url: http://127.0.0.1:{hook_port}/{n}\n        send_resolved: true\n"
         for n in names)
     return route + receivers + INHIBIT_RULES
+
+
+def run_check(name, tmp, budget, run):
+    """Runs `run(children, hook)` with the check's children and webhook, stops them whatever
+    happens (a watchdog ends the process 15 s after the budget), prints the verdict and keeps
+    `tmp` where the check failed or GPUMEM_E2E_KEEP=1. Returns the exit status."""
+    children = Children(tmp, budget)
+    hook = None
+    failures = []
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    watchdog = threading.Timer(budget.total + 15, lambda: (budget.log("watchdog: out of time"),
+                                                           children.stop_all(), os._exit(3)))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        hook = Webhook()
+        failures = run(children, hook)
+    except Failure as e:
+        failures = [str(e)]
+    except KeyboardInterrupt as e:
+        failures = [f"interrupted ({e})"]
+    finally:
+        children.stop_all()
+        if hook:
+            hook.close()
+        watchdog.cancel()
+    if failures:
+        children.tail()
+        print(f"\n{name} FAILED:")
+        for f in failures:
+            print("  - " + f)
+    else:
+        print(f"\n{name} PASSED in {budget.elapsed():.0f}s")
+    if os.environ.get("GPUMEM_E2E_KEEP") == "1" or failures:
+        print(f"logs and what was observed: {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failures else 0
