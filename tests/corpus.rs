@@ -71,10 +71,6 @@ const ALLOWED: &[Allowance] = &[
     // a step due "one median gap" after the last comes early or late by half a gap.
     allow("kept-views", None, "eta", 0.35),
     allow("kept-views", Some("no client"), "bounds", 0.65),
-    // Dynamic padding: batches padded to their longest sample put the allocated floor, sampled
-    // a second apart, 0.5 GiB up for about a minute before it falls back. The leak test's
-    // persistence (eight windows, p < 0.01) rejects all but 3 s of it; the alert waits 5 min.
-    allow("h-dynpad-1", None, "leak_seconds", 3.0),
     // Twice as slow, start-up and loads last longer than `analysis.eta_warmup` (60 s), and
     // what they take after that reads as growth: healthy-shared's 30 GiB checkpoint (80 s), the
     // ten jobs starting together on one GPU around h-ckpt, the notebook's larger loads,

@@ -121,8 +121,8 @@ pub struct Demand {
 
 impl Demand {
     /// A process first seen at `t`; `history` is an empty series of the shape its need is kept
-    /// in.
-    pub fn new(t: Time, history: Series) -> Self {
+    /// in, `floors` one for what it holds (read by the leak test only).
+    pub fn new(t: Time, history: Series, floors: Series) -> Self {
         Demand {
             appeared: t,
             high: 0.0,
@@ -132,8 +132,8 @@ impl Demand {
             segments: VecDeque::new(),
             need: history.clone(),
             peak_need: history.clone(),
-            record_need: history.clone(),
-            footprint: history,
+            record_need: history,
+            footprint: floors,
             overheads: VecDeque::new(),
             held: 0.0,
             gave_back_at: None,
@@ -402,7 +402,7 @@ mod tests {
         fn new(t: Time) -> Self {
             let history = Series::tiered(1.0, 120.0, 5.0, 3600.0);
             Proc {
-                demand: Demand::new(t, history.clone()),
+                demand: Demand::new(t, history.clone(), history.clone()),
                 allocated: history,
                 last: None,
                 p: params(),
@@ -517,8 +517,8 @@ mod tests {
 
     #[test]
     fn a_process_that_does_not_report_needs_and_holds_its_driver_bytes() {
-        let mut d = Demand::new(0.0, Series::tiered(1.0, 120.0, 5.0, 3600.0));
         let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+        let mut d = Demand::new(0.0, none.clone(), none.clone());
         let p = params();
         let m = Moment {
             active: true,

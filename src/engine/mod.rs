@@ -42,9 +42,25 @@ struct SeriesShape {
     window: f64,
 }
 
+/// A process's series that only the leak test (5 s floors, read from the coarse tier once the
+/// fine one does not reach back), the imbalance (a minute) and the high-water mark (10 s) read
+/// keep their 1 s buckets this long: the forecast's window is the demand's, not theirs.
+const FLOORS_FINE_WINDOW: f64 = 120.0;
+
 impl SeriesShape {
+    /// What the forecast fits: 1 s buckets over its whole window.
     fn series(self) -> Series {
         Series::tiered(self.res, self.fine_window, self.coarse_res, self.window)
+    }
+
+    /// What is read as floors and recent maxima only.
+    fn floors(self) -> Series {
+        Series::tiered(
+            self.res,
+            self.fine_window.min(FLOORS_FINE_WINDOW),
+            self.coarse_res,
+            self.window,
+        )
     }
 }
 
@@ -129,9 +145,9 @@ impl ProcState {
             last_report: None,
             first_report: None,
             nvml_used: None,
-            nvml_series: shape.series(),
+            nvml_series: shape.floors(),
             alloc: None,
-            alloc_series: shape.series(),
+            alloc_series: shape.floors(),
             retries: Changes::new(RETRY_WINDOW),
             largest_free: None,
             oom_pairing: OomPairing::default(),
@@ -144,7 +160,7 @@ impl ProcState {
             leak: None,
             leak_key: None,
             leak_suspected: false,
-            demand: Demand::new(t, shape.series()),
+            demand: Demand::new(t, shape.series(), shape.floors()),
             eta: None,
             risk: None,
         }
