@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_dashboards  # noqa: E402
 from stack import (ALERTMANAGER, GPUMEM_BIN, INHIBIT_RULES, PROMETHEUS, PROMTOOL, ROOT, Budget,  # noqa: E402
-                   Failure, Prom, run_check, free_port, http_get, require_binaries, wait_for, write)
+                   Failure, Prom, prometheus_config, run_check, free_port, http_get, require_binaries, wait_for, write)
 
 FOR_SCALE = float(os.environ.get("GPUMEM_E2E_FOR_SCALE", "0.1"))
 
@@ -127,29 +127,6 @@ receivers:
       - url: {base}/tickets
         send_resolved: true
 {INHIBIT_RULES}"""
-
-
-def prometheus_config(exporter_port, am_port, rule_files):
-    rules = "\n".join(f"  - {r}" for r in rule_files)
-    return f"""\
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files:
-{rules}
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['127.0.0.1:{am_port}']
-scrape_configs:
-  # The job name follows the convention of alerts/README.md (it contains "gpumem"), and the
-  # exporter's own `job` label (training job) becomes `exported_job`.
-  - job_name: gpumem-exporter
-    honor_labels: false
-    static_configs:
-      - targets: ['127.0.0.1:{exporter_port}']
-"""
 
 
 def run(tmp, children, hook):

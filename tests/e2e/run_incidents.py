@@ -44,7 +44,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from stack import (ALERTMANAGER, GPUMEM_BIN, PROMETHEUS, ROOT, Budget, Failure, Prom,  # noqa: E402
-                   free_port, http_get, require_binaries, run_check, shipped_route_config, wait_for, write)
+                   free_port, http_get, prometheus_config, require_binaries, run_check, shipped_route_config, wait_for, write)
 
 RUNS = ["c-batch-warmup-3", "c-kv-cache-2", "c-expandable-2"]
 CORPUS = os.path.join(ROOT, "tests", "traces", "corpus", "holdout")
@@ -72,27 +72,6 @@ def traces():
     # The replay aligns traces of one GPU on their t0_unix: the earliest starts at 0.
     base = min(h["t0_unix"] for _, _, h, _ in out)
     return [(run, path, h, h["t0_unix"] - base + t) for run, path, h, t in out]
-
-
-def prometheus_config(interval, exporter_port, am_port):
-    rules = "\n".join(f"  - {os.path.join(ROOT, 'alerts', f)}" for f in ("gpumem-rules.yaml", "gpumem-alerts.yaml"))
-    return f"""\
-global:
-  scrape_interval: {interval}
-  scrape_timeout: {interval}
-  evaluation_interval: {interval}
-rule_files:
-{rules}
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['127.0.0.1:{am_port}']
-scrape_configs:
-  - job_name: gpumem-exporter
-    honor_labels: false
-    static_configs:
-      - targets: ['127.0.0.1:{exporter_port}']
-"""
 
 
 SAMPLE = re.compile(r'^(gpumem_oom_risk_level|gpumem_oom_risk_driver_info|gpumem_oom_event_info)\{([^}]*)\} (\S+)$')
@@ -179,7 +158,8 @@ def run(tmp, children, hook, args, budget):
     step = float(interval.rstrip("s"))
     exp_port, prom_port, am_port = free_port(), free_port(), free_port()
     write(os.path.join(tmp, "alertmanager.yml"), shipped_route_config(hook.port))
-    write(os.path.join(tmp, "prometheus.yml"), prometheus_config(interval, exp_port, am_port))
+    rules = [os.path.join(ROOT, "alerts", f) for f in ("gpumem-rules.yaml", "gpumem-alerts.yaml")]
+    write(os.path.join(tmp, "prometheus.yml"), prometheus_config(exp_port, am_port, rules, interval))
     os.makedirs(os.path.join(tmp, "am-data"))
     children.start("alertmanager", [ALERTMANAGER, f"--config.file={os.path.join(tmp, 'alertmanager.yml')}",
                                     f"--storage.path={os.path.join(tmp, 'am-data')}",

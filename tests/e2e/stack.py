@@ -252,6 +252,31 @@ def shipped_route_config(hook_port):
     return route + receivers + INHIBIT_RULES
 
 
+def prometheus_config(exporter_port, am_port, rule_files, interval="1s"):
+    """Prometheus scraping the exporter and evaluating `rule_files` every `interval`, sending
+    alerts to the Alertmanager on `am_port`."""
+    rules = "\n".join(f"  - {r}" for r in rule_files)
+    return f"""\
+global:
+  scrape_interval: {interval}
+  scrape_timeout: {interval}
+  evaluation_interval: {interval}
+rule_files:
+{rules}
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ['127.0.0.1:{am_port}']
+scrape_configs:
+  # The job name follows the convention of alerts/README.md (it contains "gpumem"), and the
+  # exporter's own `job` label (training job) becomes `exported_job`.
+  - job_name: gpumem-exporter
+    honor_labels: false
+    static_configs:
+      - targets: ['127.0.0.1:{exporter_port}']
+"""
+
+
 def run_check(name, tmp, budget, run):
     """Runs `run(children, hook)` with the check's children and webhook, stops them whatever
     happens (a watchdog ends the process 15 s after the budget), prints the verdict and keeps
