@@ -158,12 +158,12 @@ impl Demand {
         self.first_free.map_or(loaded, |t| t.min(loaded))
     }
 
-    /// The credible growth of its need, as of the last `update`.
     /// What it held from the driver, over time.
     pub fn footprint(&self) -> &Series {
         &self.footprint
     }
 
+    /// The credible growth of its need, as of the last `update`.
     pub fn trend(&self) -> Option<Trend> {
         self.trend
     }
@@ -219,7 +219,8 @@ impl Demand {
             {
                 self.overheads.pop_front();
             }
-            let peak = self.peak_need(m, now);
+            let overhead = self.overhead();
+            let peak = self.peak_need(m, now, overhead);
             let (need, held) = self.need_and_held(m, peak);
             self.loading
                 .push(now, held, p.eta.warmup, oom::MIN_STEP_BYTES);
@@ -232,7 +233,7 @@ impl Demand {
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
-            if let Some(record) = self.record_need(m) {
+            if let Some(record) = self.record_need(m, overhead) {
                 self.record_need.push(now, record);
             }
         }
@@ -256,41 +257,38 @@ impl Demand {
                 s.since(from).map(|b| (b.t, b.max().max(before))).collect();
             fit_demand(&coarsened(&points, FIT_POINTS), oom::MIN_STEP_BYTES)
         };
-        if tracing::enabled!(tracing::Level::TRACE) {
-            for (view, s) in [
-                ("need", &self.need),
-                ("peak", &self.peak_need),
-                ("record", &self.record_need),
-            ] {
-                if let Some(t) = fit(s) {
-                    tracing::trace!(
-                        at = now,
-                        view,
-                        slope = t.slope,
-                        span = t.span,
-                        p_value = t.p_value,
-                        recent_slope = t.recent_slope,
-                        credible = oom::credible(&t, &p.eta),
-                        persistent = oom::persistent(&t, s, from, now, &oom::PERSISTENCE),
-                        "demand trend"
-                    );
-                }
-            }
-        }
         // Records that stop coming (the longest sequence so far, the largest burst) stop
         // counting once their next step is no longer due (`fit_demand`).
-        self.trend = [
-            (fit(&self.need), &self.need),
-            (fit(&self.peak_need), &self.peak_need),
-            (fit(&self.record_need), &self.record_need),
-        ]
-        .into_iter()
-        .filter_map(|(t, raw)| t.map(|t| (t, raw)))
-        .filter(|(t, raw)| {
-            oom::credible(t, &p.eta) && oom::persistent(t, raw, from, now, &oom::PERSISTENCE)
-        })
-        .map(|(t, _)| t)
-        .max_by(|a, b| a.slope.total_cmp(&b.slope));
+        let trace = tracing::enabled!(tracing::Level::TRACE);
+        let mut best: Option<Trend> = None;
+        for (view, s) in [
+            ("need", &self.need),
+            ("peak", &self.peak_need),
+            ("record", &self.record_need),
+        ] {
+            let Some(t) = fit(s) else { continue };
+            let credible = oom::credible(&t, &p.eta);
+            // The costlier test, for a credible trend only (or for the log).
+            let persistent =
+                (credible || trace) && oom::persistent(&t, s, from, now, &oom::PERSISTENCE);
+            if trace {
+                tracing::trace!(
+                    at = now,
+                    view,
+                    slope = t.slope,
+                    span = t.span,
+                    p_value = t.p_value,
+                    recent_slope = t.recent_slope,
+                    credible,
+                    persistent,
+                    "demand trend"
+                );
+            }
+            if credible && persistent && best.is_none_or(|b| t.slope.total_cmp(&b.slope).is_ge()) {
+                best = Some(t);
+            }
+        }
+        self.trend = best;
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).
@@ -329,9 +327,8 @@ impl Demand {
 
     /// The high-water mark of a reporting process's allocated bytes over the last
     /// `HIGH_WATER_WINDOW` seconds, plus what it holds outside the allocator.
-    fn peak_need(&self, m: &Moment, now: Time) -> Option<f64> {
+    fn peak_need(&self, m: &Moment, now: Time, overhead: f64) -> Option<f64> {
         let a = m.allocator?;
-        let overhead = self.overhead();
         let since = now - HIGH_WATER_WINDOW;
         let sampled = m
             .allocated
@@ -346,9 +343,8 @@ impl Demand {
     }
 
     /// The allocator's record of its peak plus what the process holds outside the allocator.
-    fn record_need(&self, m: &Moment) -> Option<f64> {
-        m.allocator?;
-        Some(self.peak?.0 as f64 + self.overhead())
+    fn record_need(&self, m: &Moment, overhead: f64) -> Option<f64> {
+        m.allocator.and(self.peak).map(|(v, _)| v as f64 + overhead)
     }
 
     /// What it holds outside the allocator: the median over `OVERHEAD_WINDOW`.

@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use super::oom::{self, Held, RiskLevel, RiskReason, MIN_STEP_BYTES, RISK_HOLD};
+use super::oom::{self, Held, RiskLevel, RiskReason, MIN_STEP_BYTES};
 
 /// Who drives a GPU's risk: a process by pid, or `None` for memory no listed process accounts
 /// for.
@@ -276,16 +276,12 @@ impl Tracker {
         contenders: &[Contender],
     ) -> Published {
         let alive = |d: Driver| contenders.iter().any(|c| c.who == d);
-        let mut held = oom::hold(self.forecast, now, assessed);
         // The driver is gone: so is every hold it kept.
-        if self.driver.is_some_and(|d| !alive(d)) {
+        let gone = self.driver.is_some_and(|d| !alive(d));
+        if gone {
             self.driver = None;
-            held = Held {
-                level: assessed.0,
-                reason: assessed.1,
-                until: now + RISK_HOLD,
-            };
         }
+        let held = oom::hold(self.forecast.filter(|_| !gone), now, assessed);
         self.forecast = Some(held);
         let mut risk = held;
         // A staircase between two steps: the page holds while the process that drove it lives.

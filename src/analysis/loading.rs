@@ -25,12 +25,10 @@ const SHARE: f64 = 0.25;
 
 #[derive(Debug, Clone, Default)]
 pub struct Loading {
-    /// The first point's time.
-    start: Option<Time>,
     /// Points of the last stretch, and the one just before it, oldest first.
     recent: VecDeque<(Time, f64)>,
     ended: Option<Time>,
-    /// When the loading under way began.
+    /// When the loading under way began (the first point's time, at first).
     began: Option<Time>,
     /// Ended by the cap: a rise that never paused is growth until it pauses.
     capped: bool,
@@ -49,12 +47,11 @@ impl Loading {
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
     /// may last. `min_step` is a segment: a smaller rise is no rise.
     pub fn push(&mut self, t: Time, bytes: f64, max: f64, min_step: f64) {
-        let t0 = *self.start.get_or_insert(t);
+        self.began.get_or_insert(t);
         self.recent.push_back((t, bytes));
         while self.recent.len() >= 2 && self.recent[1].0 <= t - STRETCH {
             self.recent.pop_front();
         }
-        let began = *self.began.get_or_insert(t0);
         if self.recent.front().is_some_and(|p| p.0 <= t - STRETCH) {
             // The stretch's lowest point: where the footprint stopped moving in large parts
             // (the end of a ramp, a block taken, a cache given back).
@@ -72,8 +69,9 @@ impl Loading {
                 self.ended.get_or_insert(since);
             }
         }
-        if self.ended.is_none() && t - self.began.unwrap_or(began) >= max {
-            self.ended = Some(self.began.unwrap_or(began) + max);
+        let began = self.began.unwrap_or(t);
+        if self.ended.is_none() && t - began >= max {
+            self.ended = Some(began + max);
             self.capped = true;
         }
     }

@@ -122,17 +122,19 @@ impl Engine {
         let Some(free_before) = free_before else {
             return;
         };
-        let vanished: Vec<ProcKey> = was_listed
-            .iter()
-            .map(|&pid| (pid, uuid.clone()))
-            .filter(|k| {
-                self.procs.get(k).is_some_and(|p| {
-                    !p.listed_now
-                        && p.last_report.is_none()
-                        && incident::inferred_oom(free_before, p.last_rise)
-                })
-            })
-            .collect();
+        // One key, its pid changed: the uuid is copied only for a process that vanished.
+        let mut key: ProcKey = (0, uuid);
+        let mut vanished: Vec<ProcKey> = Vec::new();
+        for &pid in was_listed {
+            key.0 = pid;
+            if self.procs.get(&key).is_some_and(|p| {
+                !p.listed_now
+                    && p.last_report.is_none()
+                    && incident::inferred_oom(free_before, p.last_rise)
+            }) {
+                vanished.push(key.clone());
+            }
+        }
         for key in vanished {
             self.count_oom(&key, t, OomKind::Inferred, None, Some(free_before));
         }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome};
+use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome, Score};
 use crate::connections::Listener;
 use crate::model::DeviceStats;
 use crate::model::RejectReason;
@@ -684,49 +684,46 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
             Ok(())
         })?;
     }
-    sink.family(
-        &counter(
-            "gpumem_forecast_ooms_total",
-            "Out-of-memory errors by what the GPU showed when they came: paged (critical), warned (high only), missed.",
+    // The score by kind and outcome: the OOMs of each outcome, and the leads of those that
+    // came after a page or a warning.
+    type ByOutcome = fn(&Score, OomKind, Outcome) -> f64;
+    let by_outcome: [(Desc, &[Outcome], ByOutcome); 2] = [
+        (
+            counter(
+                "gpumem_forecast_ooms_total",
+                "Out-of-memory errors by what the GPU showed when they came: paged (critical), warned (high only), missed.",
+            ),
+            &Outcome::ALL,
+            |s, k, o| s.ooms(k, o) as f64,
         ),
-        &|e| {
+        (
+            Desc {
+                unit: Some("seconds"),
+                ..counter(
+                    "gpumem_forecast_lead_seconds_total",
+                    "Seconds the GPU had been at critical (outcome paged) or high (warned) when its out-of-memory errors came, summed: divided by gpumem_forecast_ooms_total, the mean lead.",
+                )
+            },
+            &[Outcome::Paged, Outcome::Warned],
+            |s, k, o| s.lead_seconds(k, o),
+        ),
+    ];
+    for (desc, outcomes, value) in by_outcome {
+        sink.family(&desc, &|e| {
             for g in gpus {
                 for kind in OomKind::ALL {
-                    for outcome in Outcome::ALL {
+                    for &outcome in outcomes {
                         let l = gpu_labels(g).with(&[
                             ("kind", Str(kind.as_str())),
                             ("outcome", Str(outcome.as_str())),
                         ]);
-                        e(l.get(), g.score.ooms(kind, outcome) as f64)?;
+                        e(l.get(), value(&g.score, kind, outcome))?;
                     }
                 }
             }
             Ok(())
-        },
-    )?;
-    sink.family(
-        &Desc {
-            unit: Some("seconds"),
-            ..counter(
-                "gpumem_forecast_lead_seconds_total",
-                "Seconds the GPU had been at critical (outcome paged) or high (warned) when its out-of-memory errors came, summed: divided by gpumem_forecast_ooms_total, the mean lead.",
-            )
-        },
-        &|e| {
-            for g in gpus {
-                for kind in OomKind::ALL {
-                    for outcome in [Outcome::Paged, Outcome::Warned] {
-                        let l = gpu_labels(g).with(&[
-                            ("kind", Str(kind.as_str())),
-                            ("outcome", Str(outcome.as_str())),
-                        ]);
-                        e(l.get(), g.score.lead_seconds(kind, outcome))?;
-                    }
-                }
-            }
-            Ok(())
-        },
-    )?;
+        })?;
+    }
     sink.family(
         &counter(
             "gpumem_forecast_critical_episodes_total",

@@ -18,6 +18,13 @@ const DRIVER_RESERVED: f64 = 480.0 * MIB;
 /// How long a simulated process that hit OOM stays away before it restarts.
 const RESTART_DELAY: f64 = 10.0;
 
+/// The `oom` scenario's cycle on one GPU: seconds of growth to the crash, and from one start to
+/// the next (the crash, then a restart after `RESTART_DELAY`).
+fn oom_cycle(g: &crate::config::SimGpuConfig) -> (f64, f64) {
+    let ramp = g.ramp_seconds.unwrap_or(150.0);
+    (ramp, ramp + RESTART_DELAY)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SimProc {
     pid: u32,
@@ -217,8 +224,7 @@ impl SimSource {
                     .collect()
             }
             Scenario::Oom => {
-                let ramp = g.ramp_seconds.unwrap_or(150.0);
-                let period = ramp + RESTART_DELAY;
+                let (ramp, period) = oom_cycle(g);
                 let generation = (e / period).floor() as u32;
                 let local = e - generation as f64 * period;
                 if local >= ramp {
@@ -356,8 +362,7 @@ impl SimSource {
             return None;
         }
         let from = from?;
-        let ramp = self.cfg.gpus[d.gpu].ramp_seconds.unwrap_or(150.0);
-        let period = ramp + RESTART_DELAY;
+        let (ramp, period) = oom_cycle(&self.cfg.gpus[d.gpu]);
         let generation = ((e - ramp) / period).floor();
         let end = generation * period + ramp;
         if generation < 0.0 || end <= from || end > e {
@@ -381,7 +386,7 @@ impl SimSource {
     fn local_elapsed(&self, d: &Domain, e: f64) -> f64 {
         let g = &self.cfg.gpus[d.gpu];
         if d.scenario == Scenario::Oom {
-            let period = g.ramp_seconds.unwrap_or(150.0) + RESTART_DELAY;
+            let (_, period) = oom_cycle(g);
             e - (e / period).floor() * period
         } else {
             e

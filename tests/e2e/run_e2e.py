@@ -37,8 +37,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import check_dashboards  # noqa: E402
-from stack import (ALERTMANAGER, GPUMEM_BIN, INHIBIT_RULES, PROMETHEUS, PROMTOOL, ROOT, Budget,  # noqa: E402
-                   Failure, Prom, prometheus_config, run_check, free_port, http_get, require_binaries, wait_for, write)
+from stack import (GPUMEM_BIN, INHIBIT_RULES, PROMTOOL, ROOT, Budget, Failure, Prom, free_port,  # noqa: E402
+                   http_get, prometheus_config, require_binaries, run_check, start_alertmanager, start_prometheus,
+                   wait_for, write)
 
 FOR_SCALE = float(os.environ.get("GPUMEM_E2E_FOR_SCALE", "0.1"))
 
@@ -160,15 +161,8 @@ def run(tmp, children, hook):
     children.start("exporter", [GPUMEM_BIN, "--source", "sim", "--web.listen-address", f"127.0.0.1:{exp_port}",
                                 "--config", os.path.join(tmp, "sim.yaml"), "--sample-interval", "100ms",
                                 "--ingest.socket", os.path.join(tmp, "ingest.sock")])
-    os.makedirs(os.path.join(tmp, "am-data"))
-    children.start("alertmanager", [ALERTMANAGER, f"--config.file={os.path.join(tmp, 'alertmanager.yml')}",
-                                    f"--storage.path={os.path.join(tmp, 'am-data')}",
-                                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=",
-                                    "--log.level=warn"])
-    children.start("prometheus", [PROMETHEUS, f"--config.file={os.path.join(tmp, 'prometheus.yml')}",
-                                  f"--storage.tsdb.path={os.path.join(tmp, 'prom-data')}",
-                                  f"--web.listen-address=127.0.0.1:{prom_port}",
-                                  "--rules.alert.resend-delay=1s", "--log.level=warn"])
+    start_alertmanager(children, tmp, am_port)
+    start_prometheus(children, tmp, prom_port, ["--rules.alert.resend-delay=1s"])
 
     def up(url, needle=None):
         def pred():

@@ -43,8 +43,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from stack import (ALERTMANAGER, GPUMEM_BIN, PROMETHEUS, ROOT, Budget, Failure, Prom,  # noqa: E402
-                   free_port, http_get, prometheus_config, require_binaries, run_check, shipped_route_config, wait_for, write)
+from stack import (GPUMEM_BIN, ROOT, Budget, Failure, Prom, free_port, http_get, prometheus_config,  # noqa: E402
+                   require_binaries, run_check, shipped_route_config, start_alertmanager, start_prometheus,
+                   wait_for, write)
 
 RUNS = ["c-batch-warmup-3", "c-kv-cache-2", "c-expandable-2"]
 CORPUS = os.path.join(ROOT, "tests", "traces", "corpus", "holdout")
@@ -160,14 +161,8 @@ def run(tmp, children, hook, args, budget):
     write(os.path.join(tmp, "alertmanager.yml"), shipped_route_config(hook.port))
     rules = [os.path.join(ROOT, "alerts", f) for f in ("gpumem-rules.yaml", "gpumem-alerts.yaml")]
     write(os.path.join(tmp, "prometheus.yml"), prometheus_config(exp_port, am_port, rules, interval))
-    os.makedirs(os.path.join(tmp, "am-data"))
-    children.start("alertmanager", [ALERTMANAGER, f"--config.file={os.path.join(tmp, 'alertmanager.yml')}",
-                                    f"--storage.path={os.path.join(tmp, 'am-data')}",
-                                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=",
-                                    "--log.level=warn"])
-    children.start("prometheus", [PROMETHEUS, f"--config.file={os.path.join(tmp, 'prometheus.yml')}",
-                                  f"--storage.tsdb.path={os.path.join(tmp, 'prom-data')}",
-                                  f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"])
+    start_alertmanager(children, tmp, am_port)
+    start_prometheus(children, tmp, prom_port)
 
     def up(url):
         def pred():

@@ -252,6 +252,22 @@ def shipped_route_config(hook_port):
     return route + receivers + INHIBIT_RULES
 
 
+def start_alertmanager(children, tmp, port):
+    """Alertmanager with `tmp`/alertmanager.yml on loopback `port`, alone (no cluster)."""
+    os.makedirs(os.path.join(tmp, "am-data"))
+    children.start("alertmanager", [ALERTMANAGER, f"--config.file={os.path.join(tmp, 'alertmanager.yml')}",
+                                    f"--storage.path={os.path.join(tmp, 'am-data')}",
+                                    f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+                                    "--log.level=warn"])
+
+
+def start_prometheus(children, tmp, port, extra=()):
+    """Prometheus with `tmp`/prometheus.yml on loopback `port`, with `extra` flags."""
+    children.start("prometheus", [PROMETHEUS, f"--config.file={os.path.join(tmp, 'prometheus.yml')}",
+                                  f"--storage.tsdb.path={os.path.join(tmp, 'prom-data')}",
+                                  f"--web.listen-address=127.0.0.1:{port}", *extra, "--log.level=warn"])
+
+
 def prometheus_config(exporter_port, am_port, rule_files, interval="1s"):
     """Prometheus scraping the exporter and evaluating `rule_files` every `interval`, sending
     alerts to the Alertmanager on `am_port`."""
