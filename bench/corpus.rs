@@ -339,10 +339,52 @@ pub struct Second {
     pub eta_upper: Option<f64>,
     pub free: Option<f64>,
     pub leak_flag: bool,
+    /// Memory rose here: the GPU's used bytes, or a process's used, reserved or
+    /// peak-allocated bytes, reached `RISE_BYTES` above their highest of the `RISE_WINDOW`
+    /// before. Read from the exposition, not from the forecast: the evidence any alert needs.
+    pub rose: bool,
+}
+
+/// A rise smaller than a segment is no evidence of growth at GPU scale.
+pub const RISE_BYTES: f64 = 64.0 * 1048576.0;
+/// New highs are measured against the forecast's window (`analysis.eta_window`).
+pub const RISE_WINDOW: f64 = 300.0;
+
+/// The demand series of the exposition whose rises are evidence of growth.
+fn demand_series(name: &str, gpu_level: bool) -> bool {
+    match name {
+        "gpumem_used_bytes" => gpu_level,
+        "gpumem_process_used_bytes"
+        | "gpumem_process_reserved_bytes"
+        | "gpumem_process_allocated_peak_bytes" => !gpu_level,
+        _ => false,
+    }
+}
+
+/// Sliding maxima of each demand series over `RISE_WINDOW`, keyed by name and labels.
+#[derive(Default)]
+struct Highs(std::collections::HashMap<String, std::collections::VecDeque<(f64, f64)>>);
+
+impl Highs {
+    /// `v` at `t`: whether it is `RISE_BYTES` above the series' highest of the window before.
+    fn rose(&mut self, key: String, t: f64, v: f64) -> bool {
+        let q = self.0.entry(key).or_default();
+        while q.front().is_some_and(|p| p.0 < t - RISE_WINDOW) {
+            q.pop_front();
+        }
+        let rose = q.front().is_some_and(|p| v >= p.1 + RISE_BYTES);
+        // Kept decreasing: the front is the window's maximum.
+        while q.back().is_some_and(|p| p.1 <= v) {
+            q.pop_back();
+        }
+        q.push_back((t, v));
+        rose
+    }
 }
 
 pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
     let mut v = vec![];
+    let mut highs = Highs::default();
     for o in detection::timeline(bin, files, detection::PRODUCTION) {
         let mut s = Second {
             t: o["t"].as_f64().unwrap(),
@@ -351,7 +393,11 @@ pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
         for m in o["metrics"].as_array().unwrap() {
             let gpu_level = m["labels"]["pid"].is_null();
             let val = m["value"].as_f64().unwrap_or(0.0);
-            match m["name"].as_str().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            if demand_series(name, gpu_level) {
+                s.rose |= highs.rose(format!("{name}{}", m["labels"]), s.t, val);
+            }
+            match name {
                 "gpumem_oom_risk_level" if gpu_level => s.risk = s.risk.max(val as u8),
                 "gpumem_oom_eta_seconds" if gpu_level => {
                     s.eta = Some(s.eta.map_or(val, |e: f64| e.min(val)))
@@ -434,10 +480,16 @@ pub struct Score {
     /// Of the seconds with 20–120 s left, those whose bounds hold the truth (lower ≤ truth,
     /// and truth ≤ upper where there is one); seconds without an ETA count as misses.
     pub bounds_hold: usize,
-    /// Healthy runs: seconds at risk ≥ high, the shortest ETA, seconds with a leak flag.
+    /// Healthy runs: seconds at risk ≥ high that no long rise excuses (`Evidence::excused`),
+    /// the shortest ETA of those seconds, seconds with a leak flag, seconds at critical, and
+    /// seconds at ≥ high whose evidence is older than `Evidence::stale` allows.
     pub high_seconds: usize,
+    /// Every second at ≥ high, excused or not.
+    pub high_total: usize,
     pub min_eta: Option<f64>,
     pub leak_seconds: usize,
+    pub critical_seconds: usize,
+    pub stale_seconds: usize,
     /// Crash runs: seconds from the start of the growth (`Run::growth_from`) to the first leak
     /// flag before the crash.
     pub leak_flag_after: Option<f64>,
@@ -453,7 +505,55 @@ impl Score {
     }
 }
 
+/// How old the evidence of growth is at each second, from the rises of the exposition.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Evidence {
+    /// The last rise, the one before it, and when the rising this one belongs to began (rises
+    /// at most `LINGER` apart are one rising).
+    last: Option<f64>,
+    before: Option<f64>,
+    rising_since: Option<f64>,
+}
+
+/// How long an alert may outlive the last rise of a smooth growth: the forecast's own wait
+/// (`oom::RISE_WAIT`) and the level's hold (`oom::RISK_HOLD`).
+pub const LINGER: f64 = 30.0;
+/// A rising that lasts longer than this is a load or warm-up that may warn while it rises.
+pub const LONG_RISE: f64 = 60.0;
+
+impl Evidence {
+    fn see(&mut self, x: &Second) {
+        if x.rose {
+            if self.last.is_none_or(|l| x.t - l > LINGER) {
+                self.rising_since = Some(x.t);
+            }
+            self.before = self.last;
+            self.last = Some(x.t);
+        }
+    }
+
+    /// An alert at `t` stands on evidence older than the rule allows: no rise within `LINGER`,
+    /// or, for a staircase, within one and a half of its last gap and the hold.
+    pub fn stale(&self, t: f64) -> bool {
+        let Some(last) = self.last else {
+            return true;
+        };
+        let gap = self.before.map_or(0.0, |b| last - b);
+        t - last > LINGER.max(1.5 * gap + 15.0)
+    }
+
+    /// A warning at `t` on a healthy run is allowed: a rising that has lasted longer than
+    /// `LONG_RISE` rose within `LINGER`.
+    pub fn excused(&self, t: f64) -> bool {
+        match (self.last, self.rising_since) {
+            (Some(last), Some(since)) => t - last <= LINGER && last - since > LONG_RISE,
+            _ => false,
+        }
+    }
+}
+
 pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) -> Score {
+    let mut evidence = Evidence::default();
     let mut s = Score {
         run: run.name.clone(),
         detector,
@@ -462,6 +562,7 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
         ..Default::default()
     };
     for x in seconds {
+        evidence.see(x);
         if let Some(c) = run.crash {
             if x.t >= c {
                 break;
@@ -484,8 +585,12 @@ pub fn score(run: &Run, detector: &'static str, phase: f64, seconds: &[Second]) 
                 }
             }
         } else {
-            s.high_seconds += (x.risk >= 2) as usize;
-            if let Some(e) = x.eta {
+            let excused = evidence.excused(x.t);
+            s.high_seconds += (x.risk >= 2 && !excused) as usize;
+            s.high_total += (x.risk >= 2) as usize;
+            s.critical_seconds += (x.risk >= 3) as usize;
+            s.stale_seconds += (x.risk >= 2 && evidence.stale(x.t)) as usize;
+            if let Some(e) = x.eta.filter(|_| !excused) {
                 s.min_eta = Some(s.min_eta.map_or(e, |m: f64| m.min(e)));
             }
             s.leak_seconds += x.leak_flag as usize;
@@ -524,7 +629,9 @@ impl std::fmt::Display for Miss {
             "eta" => "ETA within 35 % (share of the seconds 20-120 s before)",
             "bounds" => "bounds hold the truth (share)",
             "slower" => "critical held from, slowed down (s, at least as recorded)",
-            "high_seconds" => "seconds at risk >= high on a healthy run",
+            "high_seconds" => "seconds at risk >= high on a healthy run, no long rise under way",
+            "critical_seconds" => "seconds at critical on a healthy run",
+            "stale_seconds" => "seconds at risk >= high on a healthy run with no recent rise",
             "min_eta" => "shortest ETA on a healthy run (s, at least)",
             "leak_seconds" => "seconds of leak flag on a healthy run",
             _ => self.what,
@@ -567,6 +674,10 @@ pub fn misses(run: &Run, variant: Variant, scores: &[Score], recorded: &[Score])
         }
     };
     if run.healthy {
+        let critical = most(|s| s.critical_seconds as f64);
+        miss("critical_seconds", critical, 0.0, critical > 0.0);
+        let stale = most(|s| s.stale_seconds as f64);
+        miss("stale_seconds", stale, 0.0, stale > 0.0);
         let high = most(|s| s.high_seconds as f64);
         miss("high_seconds", high, 0.0, high > 0.0);
         let min_eta = ours
@@ -649,7 +760,7 @@ fn opt(v: Option<f64>) -> String {
 /// One row per run and detector: the worst phase for leads, the mean ETA share.
 pub fn table(scores: &[Score]) -> String {
     let mut s = String::from(
-        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | bounds hold the truth | leak flag, s after the growth began (latest) | healthy: s at ≥ high / min ETA s / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| run | detector | crash at s | critical held from s before (worst phase) | first critical, s left (earliest) | high held from s before (worst) | ETA within 35 % (20–120 s left) | bounds hold the truth | leak flag, s after the growth began (latest) | healthy: s at ≥ high / of them not in a long rise / s at critical / s stale / min ETA s (not in a long rise) / leak-flag s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let mut keys: Vec<(String, &str)> =
         scores.iter().map(|x| (x.run.clone(), x.detector)).collect();
@@ -678,14 +789,18 @@ pub fn table(scores: &[Score]) -> String {
         });
         let crash = rows[0].crash;
         let healthy = if crash.is_none() {
+            let most = |f: fn(&Score) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
             format!(
-                "{} / {} / {}",
-                rows.iter().map(|r| r.high_seconds).max().unwrap_or(0),
+                "{} / {} / {} / {} / {} / {}",
+                most(|r| r.high_total),
+                most(|r| r.high_seconds),
+                most(|r| r.critical_seconds),
+                most(|r| r.stale_seconds),
                 opt(rows
                     .iter()
                     .filter_map(|r| r.min_eta)
                     .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.min(b))))),
-                rows.iter().map(|r| r.leak_seconds).max().unwrap_or(0)
+                most(|r| r.leak_seconds)
             )
         } else {
             "".into()

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
+use super::rounds::Rounds;
 use super::trend::{fit_demand, Trend};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
@@ -117,6 +118,13 @@ pub struct Demand {
     gave_back_at: Option<Time>,
     /// Its credible growth.
     trend: Option<Trend>,
+    /// The rounds it takes and gives back, and whether their rising peaks are its growth.
+    rounds: Rounds,
+    by_rounds: bool,
+    /// Where its growth is a view of its allocator's peak whose next step its cache can still
+    /// serve (the peak and a request, a segment short of what it holds): that peak and request,
+    /// the need the room is measured from instead of what it holds.
+    served_need: Option<f64>,
 }
 
 impl Demand {
@@ -138,6 +146,9 @@ impl Demand {
             held: 0.0,
             gave_back_at: None,
             trend: None,
+            rounds: Rounds::new(),
+            by_rounds: false,
+            served_need: None,
         }
     }
 
@@ -230,6 +241,7 @@ impl Demand {
             }
             self.held = held;
             self.footprint.push(now, held);
+            self.rounds.push(now, held, p.window);
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
@@ -246,8 +258,13 @@ impl Demand {
         // window, its loading included: a peak that comes back to the same height (an
         // evaluation, a burst of requests, a cache taken again after `empty_cache`) is a
         // recurring need, not growth.
+        // Rounds that rise are growth whether or not the round under way is loading.
+        let rounds = self.rounds.trend(now);
+        self.by_rounds = false;
+        self.served_need = None;
         let Some(loaded) = self.loaded_from() else {
-            self.trend = None;
+            self.by_rounds = rounds.is_some();
+            self.trend = rounds;
             return;
         };
         let from = loaded.max(now - p.window);
@@ -286,14 +303,39 @@ impl Demand {
             }
             if credible && persistent && best.is_none_or(|b| t.slope.total_cmp(&b.slope).is_ge()) {
                 best = Some(t);
+                // Requests the cache can serve are no step towards an OOM: a peak view's
+                // room is measured from the peak while the cache holds its next step in one
+                // free block (split blocks serve no large request).
+                let request = self.request();
+                let level = s.newest().map_or(f64::INFINITY, |b| b.last()) + request;
+                let next = t.stairs.map_or(request, |st| st.step.max(request));
+                let block = m
+                    .allocator
+                    .and_then(|a| a.largest_free_block_bytes)
+                    .unwrap_or(0) as f64;
+                self.served_need =
+                    (view != "need" && next <= block && level + oom::MIN_STEP_BYTES <= self.held)
+                        .then_some(level);
             }
+        }
+        if let Some(r) = rounds.filter(|r| best.is_none_or(|b| r.slope > b.slope)) {
+            self.by_rounds = true;
+            self.served_need = None;
+            best = Some(r);
         }
         self.trend = best;
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).
     pub fn part(&self, now: Time, p: &DemandParams) -> DemandPart {
-        let need = self.need.newest().map_or(0.0, |b| b.last());
+        let mut need = self.need.newest().map_or(0.0, |b| b.last());
+        // Growing by rounds, it needs what its highest round took, whatever it holds between.
+        if self.by_rounds {
+            need = need.max(self.rounds.peak().unwrap_or(0.0));
+        }
+        if let Some(served) = self.served_need {
+            need = need.min(served);
+        }
         // Took memory from the driver, or gave some back that it will want again (an emptied
         // cache, an eval phase), within the window and after loading (a rise that ends).
         let cycles = self.gave_back_at.is_some_and(|t| t >= now - p.window)

@@ -251,6 +251,8 @@ mod tests {
                 recent_slope: 1e6,
                 swing: 0.0,
                 stairs: None,
+                quiet: 0.0,
+                saturation: None,
             },
             passes: true,
         };

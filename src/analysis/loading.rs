@@ -14,6 +14,12 @@
 //! what the process holds: weights taken in one block and then a cache that grows a little
 //! every second; a model loaded and then a leak. Whatever it does, one loading lasts at most
 //! `max` seconds: a process that keeps taking large parts of itself for longer is growing.
+//!
+//! A load is known only in hindsight, as a rise that stopped; loads that repeat without giving
+//! memory back are a staircase. So after its start-up (`YOUNG` times `max`), a process loads
+//! again only once it gave back at least half of what its last loading took (a round that
+//! frees what it took); an evaluation that keeps its outputs, a cache that grows by large
+//! blocks, rise after rise with nothing given back, is growth, step by step.
 
 use crate::model::Time;
 use std::collections::VecDeque;
@@ -22,6 +28,9 @@ use std::collections::VecDeque;
 pub const STRETCH: f64 = 20.0;
 /// A rise over `STRETCH` of more than this share of what the process held is loading.
 const SHARE: f64 = 0.25;
+/// Start-up lasts this many loading caps from the process's first point: a context, the
+/// weights and the optimizer's state come in stages with pauses between them.
+const YOUNG: f64 = 2.0;
 
 #[derive(Debug, Clone, Default)]
 pub struct Loading {
@@ -32,6 +41,13 @@ pub struct Loading {
     began: Option<Time>,
     /// Ended by the cap: a rise that never paused is growth until it pauses.
     capped: bool,
+    /// The first point's time.
+    appeared: Option<Time>,
+    /// The last loading's footprint where it began and at its highest.
+    base: f64,
+    top: f64,
+    /// The lowest footprint since the last loading ended.
+    low_since: f64,
 }
 
 impl Loading {
@@ -47,7 +63,17 @@ impl Loading {
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
     /// may last. `min_step` is a segment: a smaller rise is no rise.
     pub fn push(&mut self, t: Time, bytes: f64, max: f64, min_step: f64) {
+        if self.appeared.is_none() {
+            self.appeared = Some(t);
+            self.base = bytes;
+            self.top = bytes;
+        }
         self.began.get_or_insert(t);
+        if self.ended.is_none() {
+            self.top = self.top.max(bytes);
+        } else {
+            self.low_since = self.low_since.min(bytes);
+        }
         self.recent.push_back((t, bytes));
         while self.recent.len() >= 2 && self.recent[1].0 <= t - STRETCH {
             self.recent.pop_front();
@@ -60,19 +86,28 @@ impl Loading {
                     .iter()
                     .fold((t, f64::INFINITY), |a, p| if p.1 < a.1 { *p } else { a });
             let rise = bytes - low;
+            let young = self.appeared.is_some_and(|a| t - a < YOUNG * max);
+            let took = self.top - self.base;
+            let gave_back = took >= min_step && self.low_since <= self.top - 0.5 * took;
             if rise >= min_step && rise > SHARE * low {
-                if !self.capped && self.ended.take().is_some() {
+                if !self.capped && (young || gave_back) && self.ended.take().is_some() {
                     self.began = Some(since);
+                    self.base = low;
+                    self.top = bytes;
                 }
             } else {
                 self.capped = false;
-                self.ended.get_or_insert(since);
+                if self.ended.is_none() {
+                    self.ended = Some(since);
+                    self.low_since = bytes;
+                }
             }
         }
         let began = self.began.unwrap_or(t);
         if self.ended.is_none() && t - began >= max {
             self.ended = Some(began + max);
             self.capped = true;
+            self.low_since = bytes;
         }
     }
 }
@@ -150,6 +185,21 @@ mod tests {
             run(f, 0.0, 31.0, 60.0),
             Some(30.0),
             "growth counts after the ramp"
+        );
+    }
+
+    #[test]
+    fn loads_that_repeat_without_giving_memory_back_are_growth() {
+        // Trained from t = 0 at 10 GiB; from t = 150 an evaluation keeps 3 GiB of outputs
+        // every 35 s: after start-up, each is a step of growth, not loading again.
+        let kept = |t: f64| 10.0 * GIB + 3.0 * GIB * ((t - 115.0) / 35.0).floor().max(0.0);
+        assert_eq!(run(kept, 0.0, 400.0, 60.0), Some(0.0));
+        // Rounds that take as much and free it all load again each time.
+        let rounds = |t: f64| 10.0 * GIB + if t % 70.0 >= 35.0 { 6.0 * GIB } else { 0.0 };
+        assert_eq!(
+            run(rounds, 0.0, 390.0, 60.0),
+            None,
+            "a round at 385 s is loading"
         );
     }
 

@@ -8,6 +8,7 @@ pub mod incident;
 pub mod leak;
 pub mod loading;
 pub mod oom;
+pub mod rounds;
 pub mod stats;
 pub mod trend;
 pub mod verdict;

@@ -94,6 +94,24 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.p_value < p.significance
         && t.slope > 0.0
         && t.recent_slope >= 0.5 * t.slope
+        && current(t)
+}
+
+/// A smooth rise is current while it rose within this many seconds: `RISE_SECONDS` is its
+/// usual pace, three of them missed is a rise that stopped.
+pub const RISE_WAIT: f64 = 3.0 * super::trend::RISE_SECONDS;
+
+/// A staircase is current while its next step is due within this many of its usual gaps.
+pub const STEP_WAIT: f64 = 1.5;
+
+/// The evidence of growth is current: the demand rose on the schedule the trend expects (the
+/// next step of a staircase within `STEP_WAIT` of its usual gap, a smooth rise within
+/// `RISE_WAIT`). A prediction whose growth did not come is taken back, not counted down.
+pub fn current(t: &Trend) -> bool {
+    match t.stairs {
+        Some(s) => t.quiet <= STEP_WAIT * s.gap,
+        None => t.quiet <= RISE_WAIT,
+    }
 }
 
 /// How closely `persistent` looks: windows of `span / parts` seconds (at least 5, at most
@@ -173,12 +191,23 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         .map(|t| t.slope_lower.clamp(0.0, t.slope))
         .sum();
     let room = headroom(capacity, parts, i);
+    // Rises that slow towards a level the room holds with a segment to spare are over: a
+    // load, a warm-up, a cache that fills ever more slowly.
+    let rest: Option<f64> = growing.iter().map(|t| t.saturation).sum();
+    if rest.is_some_and(|r| r + MIN_STEP_BYTES <= room) {
+        return None;
+    }
     let seconds = match growing.as_slice() {
         // One staircase: the first step that no longer fits fails, when it comes. Steps of
-        // `step` every `gap` seconds leave room for `fits` more.
-        [Trend {
+        // `step` every `gap` seconds leave room for `fits` more. A step that is late makes
+        // the gaps that long: the ETA grows while the step does not come.
+        [t @ Trend {
             stairs: Some(s), ..
-        }] if room >= 0.0 => s.next_in + (room / s.step).floor() * s.gap,
+        }] if room >= 0.0 => {
+            // A step late by some seconds is expected that much later again.
+            let next = (s.gap - t.quiet).abs();
+            next + (room / s.step).floor() * s.gap.max(t.quiet)
+        }
         _ => (room / slope).max(0.0),
     };
     // The trend that contributes most decides how far ahead we may look.
@@ -522,6 +551,67 @@ mod tests {
         // With less room than a step, the next step fails: at 120.
         let e = eta(stair(now) + 0.5 * GIB, &[p], 0, &params()).unwrap();
         assert!((e.seconds - 10.0).abs() < 1.0, "{}", e.seconds);
+    }
+
+    #[test]
+    fn a_step_that_does_not_come_takes_the_forecast_back() {
+        // +1 GiB every 20 s until t = 100, then nothing: 0.5 GiB of room, so the next step
+        // would fail. The ETA does not count down to 0 and stay there: it grows while the
+        // step is late, and the trend is gone once 1.5 gaps have passed.
+        let stair = |t: f64| 10.0 * GIB + (t.min(100.0) / 20.0).floor() * GIB;
+        let cap = stair(100.0) + 0.5 * GIB;
+        let at = |now: f64| {
+            let t = trend(stair, now).filter(|t| credible(t, &params()));
+            t.and_then(|t| {
+                eta(
+                    cap,
+                    &[part(stair(now), stair(now), Some(t), now)],
+                    0,
+                    &params(),
+                )
+            })
+        };
+        let due = at(110.0).expect("the next step is due at 120").seconds;
+        assert!((due - 10.0).abs() < 1.0, "{due}");
+        // Late, the step is expected as much later as it is late: the ETA grows.
+        let late = at(122.0).expect("still within 1.5 gaps").seconds;
+        let later = at(128.0).expect("still within 1.5 gaps").seconds;
+        assert!(
+            later > late,
+            "{late} then {later}: a late step is not a countdown"
+        );
+        assert!(at(131.0).is_none(), "1.5 gaps without a step");
+        // With room for two more steps, a late step makes every gap that long.
+        let roomy = |now: f64| {
+            let t = trend(stair, now).filter(|t| credible(t, &params()))?;
+            let p = part(stair(now), stair(now), Some(t), now);
+            eta(cap + 2.0 * GIB, &[p], 0, &params())
+        };
+        assert!(roomy(128.0).unwrap().seconds > roomy(110.0).unwrap().seconds);
+        // A smooth rise that stopped is taken back after `RISE_WAIT`.
+        let ramp = |t: f64| 10.0 * GIB + 0.05 * GIB * t.min(200.0);
+        assert!(trend(ramp, 200.0).is_some_and(|t| credible(&t, &params())));
+        let quiet = trend(ramp, 200.0 + RISE_WAIT + 2.0).unwrap();
+        assert!(!credible(&quiet, &params()), "quiet for {} s", quiet.quiet);
+    }
+
+    #[test]
+    fn a_rise_that_slows_to_a_level_with_room_to_spare_is_no_oom() {
+        // A cache warming up by steps every 12 s, each half the last, towards 30 GiB: a
+        // staircase (whose steps keep coming) that slows down.
+        let warm = |t: f64| 30.0 * GIB - 16.0 * GIB * 0.5f64.powf((t / 12.0).floor());
+        let now = 100.0;
+        let t = trend(warm, now).expect("a rise");
+        assert!(t.stairs.is_some() && credible(&t, &params()), "{t:?}");
+        assert!(t.saturation.is_some(), "a saturating rise");
+        let p = part(warm(now), warm(now), Some(t), now);
+        assert!(eta(32.0 * GIB, &[p], 0, &params()).is_none());
+        // The same rise towards a level the card cannot hold is on course to fail.
+        let tight = 30.0 * GIB - 0.5 * (30.0 * GIB - warm(now));
+        assert!(eta(tight, &[p], 0, &params()).is_some());
+        // A rise that keeps its rate is no saturation.
+        let line = |t: f64| 10.0 * GIB + 0.05 * GIB * t;
+        assert!(trend(line, now).unwrap().saturation.is_none());
     }
 
     #[test]

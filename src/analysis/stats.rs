@@ -194,6 +194,73 @@ pub fn mann_kendall_increasing(values: &[f64]) -> Option<(i64, f64)> {
     Some((s, 1.0 - normal_cdf(z)))
 }
 
+/// Least squares of `y = a + b·x`: (a, b, residual sum of squares).
+fn least_squares(xy: impl Iterator<Item = (f64, f64)> + Clone) -> Option<(f64, f64, f64)> {
+    let (mut n, mut sx, mut sy) = (0.0, 0.0, 0.0);
+    for (x, y) in xy.clone() {
+        n += 1.0;
+        sx += x;
+        sy += y;
+    }
+    if n < 3.0 {
+        return None;
+    }
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxx, mut sxy) = (0.0, 0.0);
+    for (x, y) in xy.clone() {
+        sxx += (x - mx) * (x - mx);
+        sxy += (x - mx) * (y - my);
+    }
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    let a = my - b * mx;
+    let sse = xy.map(|(x, y)| (y - a - b * x).powi(2)).sum();
+    Some((a, b, sse))
+}
+
+/// A rise that slows towards a level: `y = level − B·e^(−(t − t₀)/τ)` with `B > 0`, compared
+/// with a straight line on the same points.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Saturating {
+    /// The level the rise approaches.
+    pub level: f64,
+    /// Residual sum of squares of the saturating fit over that of the line (at most 1).
+    pub ratio: f64,
+}
+
+/// The best saturating fit of `points` (time, value) over time constants from a sixteenth of
+/// the span to twice it (a longer one is a line within the window), or `None` where no rise
+/// that slows fits (the points fall, or speed up).
+pub fn saturating(points: &[(f64, f64)]) -> Option<Saturating> {
+    let (t0, t1) = (points.first()?.0, points.last()?.0);
+    let span = t1 - t0;
+    if points.len() < 8 || span <= 0.0 {
+        return None;
+    }
+    let (_, _, linear) = least_squares(points.iter().copied())?;
+    if linear <= 0.0 {
+        return None;
+    }
+    let mut best: Option<Saturating> = None;
+    for k in 0..=10 {
+        let tau = span / 16.0 * 2f64.powf(k as f64 / 2.0);
+        let xy = points.iter().map(|&(t, y)| ((-(t - t0) / tau).exp(), y));
+        let Some((level, b, sse)) = least_squares(xy) else {
+            continue;
+        };
+        // b < 0: the curve rises and slows down.
+        if b < 0.0 && best.is_none_or(|s| sse / linear < s.ratio) {
+            best = Some(Saturating {
+                level,
+                ratio: (sse / linear).min(1.0),
+            });
+        }
+    }
+    best
+}
+
 /// Standard normal CDF via the complementary error function (Abramowitz–Stegun 7.1.26 is too
 /// coarse in the tails we test at, so this uses the W. J. Cody-style rational erfc).
 pub fn normal_cdf(z: f64) -> f64 {

@@ -95,7 +95,25 @@ pub struct Trend {
     /// and the seconds from the last point until the next is due; `None` for a smooth trend.
     #[serde(skip)]
     pub stairs: Option<Stairs>,
+    /// Seconds from the demand's last rise (`fit_demand`: its last step, or the last time it
+    /// rose by `RISE_SECONDS` of its slope above where it last rose) to the last point: how old
+    /// the evidence of growth is.
+    #[serde(skip)]
+    pub quiet: f64,
+    /// Where a rise that slows towards a level fits clearly better than a line (`fit_demand`),
+    /// how much more it is on course to rise: a load, a warm-up or a cache that fills ever more
+    /// slowly.
+    #[serde(skip)]
+    pub saturation: Option<f64>,
 }
+
+/// A demand that grows rises by its slope times this, on average, between two of its rises:
+/// what `Trend::quiet` counts from.
+pub const RISE_SECONDS: f64 = 5.0;
+
+/// The saturating fit is clearly better than the line when it leaves at most this share of
+/// the line's squared residuals.
+pub const SATURATING_RATIO: f64 = 0.5;
 
 /// The steps of a staircase trend.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -133,6 +151,8 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
         recent_slope,
         swing: median(&mut swings).unwrap_or(0.0),
         stairs: None,
+        quiet: 0.0,
+        saturation: None,
     })
 }
 
@@ -207,6 +227,21 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
     }
 }
 
+/// When `points` last rose by `by` above the level of their previous rise (the first point's
+/// time where they never did).
+fn last_rise(points: &[(f64, f64)], by: f64) -> f64 {
+    let by = by.max(1.0);
+    let mut level = points[0].1;
+    let mut at = points[0].0;
+    for &(t, y) in &points[1..] {
+        if y >= level + by {
+            level = y;
+            at = t;
+        }
+    }
+    at
+}
+
 /// Points that rise with significance: at least eight, Mann–Kendall p < 0.01, a positive slope.
 fn rising(points: &[(f64, f64)]) -> bool {
     if points.len() < 8 {
@@ -255,6 +290,15 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
         let from = pts.len() - (pts.len() / 3).max(3).min(pts.len());
         theil_sen(&pts[from..]).map_or(line.slope, |l| l.slope)
     };
+    let quiet = if stepwise {
+        last_t - st.last_t
+    } else {
+        last_t - last_rise(pts, line.slope * RISE_SECONDS)
+    };
+    let last_y = pts[pts.len() - 1].1;
+    let saturation = super::stats::saturating(pts)
+        .filter(|s| s.ratio <= SATURATING_RATIO)
+        .map(|s| (s.level - last_y).max(0.0));
     Some(Trend {
         slope: line.slope,
         slope_lower,
@@ -265,6 +309,8 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
         floor_now: line.at(last_t),
         recent_slope,
         swing: 0.0,
+        quiet,
+        saturation,
         stairs: (stepwise && st.median_gap.is_finite() && st.median_step > 0.0).then_some(Stairs {
             step: st.median_step,
             gap: st.median_gap,

@@ -367,6 +367,8 @@ mod tests {
             recent_slope: slope,
             swing: 0.0,
             stairs: None,
+            quiet: 0.0,
+            saturation: None,
         };
         assert_eq!(confidence(RiskReason::UsedFraction, None), 0.95);
         assert!(
