@@ -96,8 +96,9 @@ pub struct WebConfig {
     /// kept-alive connection too).
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
-    /// Series one scrape of `/metrics` may hold: the GPUs' and the exporter's own always, then
-    /// whole processes while they fit (a scraper's `sample_limit` fails a larger scrape whole).
+    /// Series one scrape of `/metrics` (or one `/api/v1/snapshot`) may hold: the GPUs' and the
+    /// exporter's own always, then whole processes while they fit (a scraper's `sample_limit`
+    /// fails a larger scrape whole).
     pub max_series: usize,
 }
 

@@ -364,6 +364,62 @@ fn forged_pids_cannot_push_a_scrape_over_the_series_budget() {
     assert_eq!(said, 1, "{}", ex.log());
 }
 
+/// `/api/v1/snapshot` keeps the series budget of a scrape: it leaves out the processes a scrape
+/// leaves out, and counts their series in the same counter.
+#[test]
+fn the_snapshot_keeps_the_series_budget_of_a_scrape() {
+    // 64 processes NVML lists, about 8 series each, against a budget of 300; one sample a
+    // minute, so that every request of the test sees the first sample's snapshot.
+    let ex = Exporter::launch(Launch {
+        config_yaml: "web:\n  max_series: 300\nsim:\n  gpus:\n    - scenario: processes\n      processes: 64\n",
+        sample_interval: Some("60s"),
+        ..Launch::default()
+    });
+    let get = |path: &str| {
+        let (status, body) = http_get(ex.port, path, Duration::from_secs(10)).unwrap();
+        (status, String::from_utf8(body).unwrap())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get("/-/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "no first sample");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dropped = |m: &str| sample_value(m, "gpumem_exporter_series_dropped_total", &[]).unwrap();
+    let (_, first) = get("/metrics");
+    let (_, second) = get("/metrics");
+    // The counter is read after the scrape's own share is added.
+    let per_scrape = dropped(&second) - dropped(&first);
+    let served = listed_pids(&second);
+    assert!(per_scrape > 0.0, "the budget left nothing out");
+    assert!(
+        !served.is_empty() && served.len() < 64,
+        "{} of 64 processes served",
+        served.len()
+    );
+
+    let (status, body) = get("/api/v1/snapshot");
+    assert_eq!(status, 200);
+    let snap: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let in_snapshot: std::collections::BTreeSet<String> = snap["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].to_string())
+        .collect();
+    assert_eq!(
+        in_snapshot, served,
+        "the snapshot holds what a scrape serves"
+    );
+    assert_eq!(snap["gpus"].as_array().unwrap().len(), 1);
+
+    let (_, third) = get("/metrics");
+    assert_eq!(
+        dropped(&third) - dropped(&second),
+        2.0 * per_scrape,
+        "the snapshot's left-out series counted as a scrape's are"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // (c) SIGTERM during scrapes and ingest.
 

@@ -113,7 +113,7 @@ pub(super) fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Si
     one(
         counter(
             "gpumem_exporter_series_dropped_total",
-            "Series left out of /metrics to keep a scrape within web.max_series, summed over scrapes.",
+            "Series left out of /metrics and /api/v1/snapshot to keep an answer within web.max_series, summed over answers.",
         ),
         &[],
         c.series_dropped.load(Ordering::Relaxed) as f64,
