@@ -3,8 +3,8 @@
 //! recorded and under each transformation of the invariance tests, and the targets each run
 //! misses (before the floors tests/corpus.rs allows).
 //!
-//! cargo build --release && cargo run --release --example corpus -- tests/traces/corpus/holdout
-//! cargo run --release --example corpus -- tests/traces/corpus/dev --variants
+//! cargo build --release && cargo run --release --example corpus -- data/corpus/holdout
+//! cargo run --release --example corpus -- data/corpus/dev --variants
 //!
 //! GPUMEM_BENCH_CONFIG=FILE replays with that configuration file (to try `analysis.*`).
 
@@ -17,7 +17,7 @@ fn main() {
         .iter()
         .find(|a| !a.starts_with("--"))
         .cloned()
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/corpus/dev").into());
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/data/corpus/dev").into());
     let variants = if args.iter().any(|a| a == "--variants") {
         corpus::VARIANTS.to_vec()
     } else {

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::units;
 
+mod source;
+pub use source::{SourceSpec, SOURCE_ACCEPTED};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -93,8 +96,9 @@ pub struct WebConfig {
     /// kept-alive connection too).
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
-    /// Series one scrape of `/metrics` may hold: the GPUs' and the exporter's own always, then
-    /// whole processes while they fit (a scraper's `sample_limit` fails a larger scrape whole).
+    /// Series one scrape of `/metrics` (or one `/api/v1/snapshot`) may hold: the GPUs' and the
+    /// exporter's own always, then whole processes while they fit (a scraper's `sample_limit`
+    /// fails a larger scrape whole).
     pub max_series: usize,
 }
 
@@ -464,81 +468,6 @@ fn err(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         field: field.into(),
         message: message.into(),
-    }
-}
-
-/// Which source to sample: the `source` key and `--source`, written as a string.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum SourceSpec {
-    Nvml,
-    Sim,
-    Replay(Vec<PathBuf>),
-}
-
-pub const SOURCE_ACCEPTED: &str = "accepted: nvml, sim, replay:<file>[,<file>...]";
-
-impl SourceSpec {
-    pub fn parse(s: &str) -> Result<SourceSpec, ConfigError> {
-        match s {
-            "nvml" => Ok(SourceSpec::Nvml),
-            "sim" => Ok(SourceSpec::Sim),
-            _ => match s.strip_prefix("replay:") {
-                Some(files) => {
-                    let files: Vec<PathBuf> = files
-                        .split(',')
-                        .filter(|f| !f.is_empty())
-                        .map(PathBuf::from)
-                        .collect();
-                    if files.is_empty() {
-                        Err(err(
-                            "source",
-                            format!("`{s}` names no file; {SOURCE_ACCEPTED}"),
-                        ))
-                    } else {
-                        Ok(SourceSpec::Replay(files))
-                    }
-                }
-                None => Err(err(
-                    "source",
-                    format!("`{s}` is not a source; {SOURCE_ACCEPTED}"),
-                )),
-            },
-        }
-    }
-
-    pub fn kind(&self) -> &'static str {
-        match self {
-            SourceSpec::Nvml => "nvml",
-            SourceSpec::Sim => "sim",
-            SourceSpec::Replay(_) => "replay",
-        }
-    }
-}
-
-impl TryFrom<String> for SourceSpec {
-    type Error = String;
-
-    fn try_from(s: String) -> Result<Self, String> {
-        SourceSpec::parse(&s).map_err(|e| e.message)
-    }
-}
-
-impl From<SourceSpec> for String {
-    fn from(s: SourceSpec) -> String {
-        s.to_string()
-    }
-}
-
-impl std::fmt::Display for SourceSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SourceSpec::Replay(files) => {
-                let files: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-                write!(f, "replay:{}", files.join(","))
-            }
-            other => f.write_str(other.kind()),
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
 
 fn replay(name: &str) -> String {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traces/shared")).join(name);
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/traces")).join(name);
     assert!(p.exists(), "trace {} is missing", p.display());
     format!("replay:{}", p.display())
 }
@@ -349,8 +349,7 @@ fn the_replay_chart_draws_the_recording_and_the_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("run.svg");
     let summary = dir.path().join("summary.json");
-    let run_dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/corpus/dev/c-batch-warmup");
+    let run_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/corpus/dev/c-batch-warmup");
     let mut args: Vec<String> = vec!["replay".into()];
     for e in std::fs::read_dir(&run_dir).unwrap() {
         let p = e.unwrap().path();

@@ -1,4 +1,4 @@
-//! The OOM forecast on real crashes and healthy jobs (tests/traces/corpus: PyTorch jobs run to a
+//! The OOM forecast on real crashes and healthy jobs (data/corpus: PyTorch jobs run to a
 //! real `torch.OutOfMemoryError` on H100 and H200 GPUs, and healthy runs), replayed at the rate
 //! users run (NVML every second, one allocator report a second), as recorded at four phases of
 //! the sampling clock, and under each transformation of the invariance tests at two: without
@@ -139,7 +139,7 @@ fn allowed(m: &Miss) -> bool {
 
 fn misses_of(set: &str) -> Vec<Miss> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/corpus")
+        .join("data/corpus")
         .join(set);
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_gpumem-exporter"));
     let runs = corpus::runs(&dir);

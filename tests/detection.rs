@@ -1,4 +1,4 @@
-//! The analysis targets (issue: derived gauges), checked on every trace in tests/traces/shared
+//! The analysis targets (issue: derived gauges), checked on every trace in data/traces
 //! through `gpumem-exporter replay`. The figures are printed as a table as well.
 //!
 //! The forecast and the absence of false flags are judged at the rate users run (NVML every
@@ -12,11 +12,8 @@ mod detection;
 use detection::Score;
 
 fn scores(rate: &[&str]) -> Vec<Score> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/shared");
-    assert!(
-        dir.exists(),
-        "tests/traces/shared is part of the repository"
-    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/traces");
+    assert!(dir.exists(), "data/traces is part of the repository");
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_gpumem-exporter"));
     let mut all = vec![];
     for group in detection::groups(&dir) {

@@ -1,4 +1,4 @@
-//! Incidents on real crashes (tests/traces/corpus), replayed at the rate users run (NVML every
+//! Incidents on real crashes (data/corpus), replayed at the rate users run (NVML every
 //! second, one allocator report a second) through the engine:
 //!
 //! - the forecast's score as the exporter keeps it (`gpumem_forecast_*`, the OOM event's
@@ -22,7 +22,7 @@ use gpumem_exporter::source::replay::{Failure, ReplaySource};
 
 fn corpus(set: &str) -> Vec<(String, Vec<PathBuf>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/corpus")
+        .join("data/corpus")
         .join(set);
     let mut runs: Vec<(String, Vec<PathBuf>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -248,7 +248,7 @@ fn the_score_matches_the_verdict_on_the_held_out_runs() {
 
 #[test]
 fn three_crashes_in_a_row_on_one_gpu_are_three_incidents() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/corpus/holdout");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/corpus/holdout");
     let files: Vec<PathBuf> = ["c-batch-warmup-3", "c-kv-cache-2", "c-expandable-2"]
         .iter()
         .map(|r| dir.join(r).join(format!("{r}.jsonl.gz")))

@@ -25,11 +25,11 @@ refuses() {
   echo "refused, as it should: $bin $* -> $out"
 }
 refuses charts profile --source sim --duration 1 --plot "$work/p.png"
-refuses charts replay tests/traces/shared/d1-oom.jsonl --chart "$work/c.png"
+refuses charts replay data/traces/d1-oom.jsonl --chart "$work/c.png"
 refuses tui top --source sim
 [ ! -e "$work/p.png" ] && [ ! -e "$work/c.png" ] || fail "a refused chart was written"
 
 # What needs no drawing still works.
-"$bin" replay tests/traces/shared/d1-oom.jsonl --summary "$work/s.json" >/dev/null
+"$bin" replay data/traces/d1-oom.jsonl --summary "$work/s.json" >/dev/null
 grep -q '"oom_t"' "$work/s.json" || fail "replay --summary did not work"
 echo "lean build: ok"

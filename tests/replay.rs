@@ -192,7 +192,7 @@ fn verdict_of(
 
 fn corpus_run(name: &str) -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/corpus/dev")
+        .join("data/corpus/dev")
         .join(name);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

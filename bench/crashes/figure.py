@@ -3,7 +3,7 @@
 GPU's free memory, the forecast (ETA and its earliest bound), the time really left and the risk
 level. Standard library only; writes an SVG.
 
-    python3 bench/crashes/figure.py tests/traces/corpus/holdout/live-kept-logits docs/img/forecast-kept-logits.svg
+    python3 bench/crashes/figure.py data/corpus/holdout/live-kept-logits docs/img/forecast-kept-logits.svg
 """
 import glob
 import json

@@ -4,7 +4,7 @@
 Prometheus with alerts/, routed by a real Alertmanager to a webhook that timestamps each page.
 Each run is its own GPU, all start together; one stack per scrape/evaluation interval.
 
-    python3 bench/live/replay.py OUT_DIR [--intervals 5s,15s] [--corpus tests/traces/corpus]
+    python3 bench/live/replay.py OUT_DIR [--intervals 5s,15s] [--corpus data/corpus]
 
 Needs prometheus and prometheus-alertmanager (Debian packages) and a built exporter
 (GPUMEM_BIN, default target/release/gpumem-exporter). Prints a table of page leads
@@ -124,7 +124,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--intervals", default="5s,15s")
-    p.add_argument("--corpus", default=os.path.join(ROOT, "tests/traces/corpus"))
+    p.add_argument("--corpus", default=os.path.join(ROOT, "data/corpus"))
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = os.path.join(a.out, "work")

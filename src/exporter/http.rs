@@ -55,9 +55,18 @@ fn count_dropped(st: &WebState, dropped: u64, served: usize) {
             dropped,
             processes_served = served,
             max_series = st.max_series,
-            "series left out of /metrics to stay within web.max_series (the GPUs' series are all served; processes NVML does not list go first)"
+            "series left out of /metrics (or /api/v1/snapshot) to stay within web.max_series (the GPUs' series are all served; processes NVML does not list go first)"
         );
     }
+}
+
+/// `snap` within `web.max_series`, the series it leaves out counted and logged.
+fn within_budget(st: &WebState, snap: Arc<Snapshot>) -> Arc<Snapshot> {
+    let (snap, dropped) = families::within_budget(snap, &st.counters, VERSION, st.max_series);
+    if dropped > 0 {
+        count_dropped(st, dropped, snap.processes.len());
+    }
+    snap
 }
 
 /// Scrapes encoded at once; more wait for their turn without holding a thread. Each one in
@@ -165,11 +174,7 @@ async fn metrics(State(st): State<WebState>, headers: HeaderMap) -> Response {
     // True once the last chunk is handed over.
     let encoder = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let (snap, dropped) =
-            families::within_budget(current(&engine), &counters, VERSION, state.max_series);
-        if dropped > 0 {
-            count_dropped(&state, dropped, snap.processes.len());
-        }
+        let snap = within_budget(&state, current(&engine));
         let mut w = ChunkWriter::new(gzip, tx, runtime);
         if openmetrics {
             encode::openmetrics(snap, counters, VERSION, &mut w)
@@ -219,8 +224,14 @@ async fn ready(State(st): State<WebState>) -> Response {
     }
 }
 
+/// The snapshot under the same series budget as a scrape: whoever can read one can read the
+/// other, and a snapshot of every forged process would be the large answer the budget refuses.
 async fn snapshot_json(State(st): State<WebState>) -> Json<Arc<Snapshot>> {
-    Json(snapshot(&st).await)
+    let snap = tokio::task::spawn_blocking(move || within_budget(&st, current(&st.engine)));
+    match snap.await {
+        Ok(snap) => Json(snap),
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 async fn landing(State(st): State<WebState>) -> Html<String> {

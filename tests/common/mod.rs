@@ -11,16 +11,12 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpumem-exporter");
 
 pub fn traces_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/shared")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/traces")
 }
 
 pub fn trace(name: &str) -> PathBuf {
     let p = traces_dir().join(name);
-    assert!(
-        p.exists(),
-        "trace {} not found in tests/traces/shared",
-        p.display()
-    );
+    assert!(p.exists(), "trace {} not found in data/traces", p.display());
     p
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One page per incident, watched live: three real crashes on one GPU, replayed in real time.
 
-The three GPU 0 jobs of the 2026-11-26 H200 recordings (tests/traces/corpus/holdout:
+The three GPU 0 jobs of the 2026-11-26 H200 recordings (data/corpus/holdout:
 c-batch-warmup-3, c-kv-cache-2, c-expandable-2; each ran out of memory, one after the other,
 within 270 s) replayed together by the exporter's replay source (it aligns them on their
 clocks), scraped every 5 s by a real Prometheus with alerts/ as shipped, routed by a real
@@ -48,7 +48,7 @@ from stack import (GPUMEM_BIN, ROOT, Budget, Failure, Prom, free_port, http_get,
                    wait_for, write)
 
 RUNS = ["c-batch-warmup-3", "c-kv-cache-2", "c-expandable-2"]
-CORPUS = os.path.join(ROOT, "tests", "traces", "corpus", "holdout")
+CORPUS = os.path.join(ROOT, "data", "corpus", "holdout")
 GPU = "0"
 # A page must have resolved this long after its job's crash.
 RESOLVED_WITHIN = 60.0

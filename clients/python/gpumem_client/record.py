@@ -1,6 +1,6 @@
 """Record a run's GPU memory into traces that ``gpumem-exporter replay`` reads.
 
-Two forms, one file format (``tests/traces/README.md`` in the exporter's repository):
+Two forms, one file format (``data/traces/README.md`` in the exporter's repository):
 
 * around a command, from the outside::
 

@@ -1,6 +1,6 @@
 """The recorder's trace writing, its view of the job and its command line, without a GPU. The
 recorder end to end (stand-in NVML, real signals, replayed traces) is tested from the exporter's
-repository (tests/recorder.rs); on a GPU, the recordings of tests/traces/corpus came from it."""
+repository (tests/recorder.rs); on a GPU, the recordings of data/corpus came from it."""
 
 import json
 import os
