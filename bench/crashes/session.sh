@@ -7,10 +7,25 @@
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
-#                                                 precision-a, precision-b, new-healthy, new-crashes
+#                                                 precision-a, precision-b, new-healthy, new-crashes, reearned
+#   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
+#                                                 command (and the schedule of the jobs that print
+#                                                 one: workloads.py --dry-run), nothing run
+#
+# reearned (issue 37): six shapes the corpus lacked, one after another on one H100 80GB, each
+# alone, in about 22 minutes (BUDGET_S caps the plan at 1390 s; a run is cut to what is left):
+#   h-slow-load        weights read shard by shard from slow storage for ~2 min, then serving (~205 s)
+#   h-warmup-saturate  a cache that fills ever more slowly under varying batches, to ~96 %, then flat (~220 s)
+#   h-ckpt-gather      a model at 55 % whose checkpoint gathers 12 % of the card every 40 s (~225 s)
+#   c-rising-peaks     RL rounds, every rollout longer, until round 7's does not fit (~210 s)
+#   c-eval-kept        evaluations whose predictions stay on the GPU, 6 fit, the 7th runs out (~230 s)
+#   c-multi-leak       three trials of a sweep leaking together on the GPU (~175 s)
+# Watched by two exporters (NVML_ONLY_PORT, default 10050 for this plan: the second one takes no
+# allocator reports) at a 15 s scrape (SCRAPE); bench/live/summary.py writes OUTDIR/pages.txt,
+# the pages and warnings of each run and exporter. bench/crashes/README.md has the commands.
 #
 # GPU=N before `rec` runs that job on GPU N alone (CUDA and the recorder), for plans that use
-# several GPUs side by side.
+# several GPUs side by side. BUDGET_S=S: no run goes past S seconds after the plan's start.
 #
 # Healthy runs that share the GPU are separate runs: each is its own recording, and in its
 # replay the others are neighbours NVML lists and that send no reports. A run is stopped after
@@ -27,33 +42,76 @@ export PYTHONUNBUFFERED=1
 W="python3 bench/crashes/workloads.py"
 T0=$(date +%s)
 
+PLAN_ONLY=${PLAN_ONLY:-}
+# Each plan's own settings, unless the caller set them.
+case "$PLAN" in
+reearned)
+  SCRAPE=${SCRAPE:-15s}
+  NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
+  BUDGET_S=${BUDGET_S:-1390}
+  ;;
+esac
+BUDGET_S=${BUDGET_S:-}
+PLANNED=0 # PLAN_ONLY: the seconds the plan would take were every run to reach its limit
+
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-if [ -d "${DEBS:-.live}" ]; then
+if [ -z "$PLAN_ONLY" ] && [ -d "${DEBS:-.live}" ]; then
   source bench/live/stack.sh
   live_stack "$OUT"
   pids+=("${LIVE_PIDS[@]}")
   sleep 5
 fi
-nvidia-smi --query-gpu=name,uuid,memory.total,memory.used --format=csv >"$OUT/gpu.csv" 2>&1
+[ -n "$PLAN_ONLY" ] || nvidia-smi --query-gpu=name,uuid,memory.total,memory.used --format=csv >"$OUT/gpu.csv" 2>&1
+# Seconds since the plan started (PLAN_ONLY: as if every run so far had reached its limit).
+elapsed() {
+  if [ -n "$PLAN_ONLY" ]; then echo "$PLANNED"; else echo $(($(date +%s) - T0)); fi
+}
 
-# rec NAME LIMIT_S TRUTH COMMAND...: one recorded run into OUT/NAME/.
+# rec NAME LIMIT_S TRUTH COMMAND...: one recorded run into OUT/NAME/ (and a line of
+# OUT/runs.tsv: name, start and end as Unix times, exit status).
 rec() {
   local name=$1 limit=$2 truth=$3
   shift 3
+  if [ -n "$BUDGET_S" ]; then
+    # After its limit a run has 30 s to stop (timeout -k 30): the recorder passes the signal
+    # to the job, waits its grace, finishes the traces.
+    local left=$((BUDGET_S - $(elapsed) - 30))
+    if [ "$left" -lt 60 ]; then
+      echo "== $name skipped at $(elapsed) s: $left s of the plan's $BUDGET_S s left" | tee -a "$OUT/runs.txt"
+      return
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  if [ -n "$PLAN_ONLY" ]; then
+    echo "== $name at $(elapsed) s, limit $limit s, truth ${truth:-oom expected}: $*" | tee -a "$OUT/runs.txt"
+    PLANNED=$((PLANNED + limit + 30))
+    if [ "$1 $2" = "python3 bench/crashes/workloads.py" ]; then
+      "$@" --dry-run | sed 's/^/   /' || true
+    fi
+    return
+  fi
   mkdir -p "$OUT/$name"
+  local start
+  start=$(date +%s.%N)
   echo "== $name start $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
   CUDA_DEVICE_ORDER=PCI_BUS_ID ${GPU:+CUDA_VISIBLE_DEVICES=$GPU} \
     timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
     --interval "$INTERVAL" --scenario "$name" ${GPU:+--gpu $GPU} ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
   local code=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s.%N)" "$code" >>"$OUT/runs.tsv"
   echo "   $name end $(($(date +%s) - T0)) s exit $code; $(grep -h 'gpumem record:' "$OUT/$name/run.log" | tr '\n' ' ')" | tee -a "$OUT/runs.txt"
 }
 # Wait until S seconds after the session started.
 at() {
+  [ -n "$PLAN_ONLY" ] && return 0
   local left=$(($1 - ($(date +%s) - T0)))
   [ "$left" -gt 0 ] && sleep "$left"
   return 0
+}
+# A pause of S seconds between runs (PLAN_ONLY: counted, not slept).
+pause() {
+  if [ -n "$PLAN_ONLY" ]; then PLANNED=$((PLANNED + $1)); else sleep "$1"; fi
 }
 # No client and no recording from inside: a neighbour NVML alone sees.
 nvml_only="env -u GPUMEM_SOCKET GPUMEM_RECORD_SKIP=1"
@@ -189,10 +247,37 @@ new-crashes)
   rec c-kv-server 240 "" $W kv-server --growth-s 120 --load-s 30 --period-s 0.05
   rec c-grower-young 240 "" $W grower --start-gib 2 --chunk-mib 384 --period-s 0.5
   ;;
+reearned)
+  # Issue 37's shapes, each alone on the GPU: healthy first (a crash leaves the GPU at risk
+  # for a while after), then the crashes. Pauses let each run's processes leave the GPU and
+  # its alerts resolve before the next starts; the last lets the final pages arrive.
+  rec h-slow-load 250 healthy $W healthy-slow-load --load-gib 32 --load-s 115 --kv-gib 4 --duration 85 --period-s 0.05 --seed 1
+  pause 5
+  rec h-warmup-saturate 260 healthy $W healthy-warmup-saturate --duration 205 --warmup-s 90 --period-s 0.1 --fraction 0.97 --seed 2
+  pause 5
+  rec h-ckpt-gather 270 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.55 --gather-fraction 0.12
+  pause 5
+  rec c-rising-peaks 280 "" $W rising-peaks --fraction 0.45 --rounds 7 --rollout-s 9 --train-s 12
+  pause 5
+  rec c-eval-kept 290 "" $W eval-kept --train-s 30 --steps 6
+  pause 5
+  # Three trials started together meet 40 s later (--sync-at), take their shares of the card
+  # one by one, then leak together; the sweep stops the others 15 s after the first one fails.
+  [ -n "$PLAN_ONLY" ] && $W sweep-trial --dry-run --trials 3 --growth-s 100 | sed 's/^/   /'
+  rec c-multi-leak 240 "" bash -c "at=\$((\$(date +%s) + 40)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --growth-s 100 --seed \$k & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  pause 20
+  ;;
 *)
   echo "unknown plan $PLAN" >&2
   exit 2
   ;;
 esac
-[ -n "${LIVE_PIDS:-}" ] && live_collect "$OUT"
-echo "session done $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
+if [ -n "${LIVE_PIDS:-}" ]; then
+  live_collect "$OUT"
+  python3 bench/live/summary.py "$OUT" >"$OUT/pages.txt" 2>&1
+fi
+if [ -n "$PLAN_ONLY" ]; then
+  echo "plan done at $(elapsed) s at the latest${BUDGET_S:+ (budget $BUDGET_S s)}" | tee -a "$OUT/runs.txt"
+else
+  echo "session done $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
+fi

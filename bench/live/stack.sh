@@ -6,6 +6,11 @@
 #   source bench/live/stack.sh; live_stack OUTDIR     # sets LIVE_PIDS, EXP (exporter pid), SOCK
 #
 # Needs BIN (the exporter binary), SCRAPE (default 5s); runs from the repository's root.
+# NVML_ONLY_PORT=PORT (default unset: none) starts a second exporter on that port with the
+# allocator reports off (NVML alone, as on a node without the client), scraped by the same
+# Prometheus as the job `gpumem-exporter-nvml` (the first is `gpumem-exporter`): its alerts
+# reach the same Alertmanager and webhook, told apart by their `job` and `instance` labels,
+# which the route's group_by (instance) keeps in groups of their own. Sets EXP_NVML.
 
 live_stack() {
   local out=$1
@@ -22,6 +27,17 @@ live_stack() {
     --web.listen-address 127.0.0.1:10049 --ingest.socket "$SOCK" >"$out/exporter.log" 2>&1 &
   EXP=$!
   LIVE_PIDS+=("$EXP")
+  local nvml_job=""
+  if [ -n "${NVML_ONLY_PORT:-}" ]; then
+    "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
+      --web.listen-address "127.0.0.1:$NVML_ONLY_PORT" --ingest.socket= >"$out/exporter-nvml.log" 2>&1 &
+    EXP_NVML=$!
+    LIVE_PIDS+=("$EXP_NVML")
+    nvml_job="
+  - job_name: gpumem-exporter-nvml
+    static_configs:
+      - targets: ['127.0.0.1:$NVML_ONLY_PORT']"
+  fi
   python3 bench/live/webhook.py 127.0.0.1:9099 "$out/pages.jsonl" &
   LIVE_PIDS+=($!)
   sed "s|WEBHOOK_URL|http://127.0.0.1:9099/|" bench/live/alertmanager.yml >"$root/am.yml"
@@ -42,7 +58,7 @@ alerting:
 scrape_configs:
   - job_name: gpumem-exporter
     static_configs:
-      - targets: ['127.0.0.1:10049']
+      - targets: ['127.0.0.1:10049']$nvml_job
 EOC
   "$root/usr/bin/prometheus" --config.file="$root/prom.yml" --storage.tsdb.path="$root/prom" \
     --web.listen-address=127.0.0.1:9090 >"$out/prometheus.log" 2>&1 &
@@ -55,4 +71,7 @@ live_collect() {
   local out=$1
   curl -s "127.0.0.1:9090/api/v1/query?query=ALERTS" >"$out/alerts.json" || true
   curl -s 127.0.0.1:10049/metrics | grep -E '^gpumem_exporter|^process_' >"$out/exporter-self.txt" || true
+  if [ -n "${NVML_ONLY_PORT:-}" ]; then
+    curl -s "127.0.0.1:$NVML_ONLY_PORT/metrics" | grep -E '^gpumem_exporter|^process_' >"$out/exporter-nvml-self.txt" || true
+  fi
 }
