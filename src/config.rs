@@ -220,6 +220,12 @@ pub struct IngestConfig {
     pub listing_grace: Duration,
     /// Reports per second one process may send (bursts of twice as many); more get 429.
     pub max_reports_per_second: u32,
+    /// Places in the process table that TCP senders (whose pid is only a header) may hold in
+    /// all, and from one source address, each at most `history.max_processes`; a process the
+    /// kernel vouches for (the socket) always finds room, taking the place of the TCP pid heard
+    /// from least recently.
+    pub max_tcp_processes: usize,
+    pub max_tcp_processes_per_address: usize,
     /// Open connections on each ingest endpoint (the socket and TCP have a budget each), in all
     /// and, on the socket, per sending process.
     pub max_connections: usize,
@@ -405,6 +411,8 @@ impl Default for IngestConfig {
             require_nvml_listing: true,
             listing_grace: Duration::from_secs(10),
             max_reports_per_second: 20,
+            max_tcp_processes: 256,
+            max_tcp_processes_per_address: 64,
             max_connections: 256,
             max_connections_per_process: 8,
             idle_timeout: Duration::from_secs(10),
@@ -720,6 +728,22 @@ impl Config {
         }
         if !(1..=10_000).contains(&i.max_reports_per_second) {
             return Err(err("ingest.max_reports_per_second", "accepted: 1..10000"));
+        }
+        // Each within history.max_processes and the first in effect (the table clamps them):
+        // a smaller table needs no second setting lowered with it.
+        for (field, n) in [
+            ("ingest.max_tcp_processes", i.max_tcp_processes),
+            (
+                "ingest.max_tcp_processes_per_address",
+                i.max_tcp_processes_per_address,
+            ),
+        ] {
+            if !(1..=100_000).contains(&n) {
+                return Err(err(
+                    field,
+                    format!("{n} is out of range; accepted: 1..100000"),
+                ));
+            }
         }
         if !(1..=65_536).contains(&i.max_connections) {
             return Err(err("ingest.max_connections", "accepted: 1..65536"));

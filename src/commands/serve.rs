@@ -127,6 +127,7 @@ async fn serve(
         Arc::clone(&shared.counters.ingest),
         Arc::clone(&clock),
         cfg.ingest.clone(),
+        cfg.history.max_processes,
     );
     let mut tasks = tokio::task::JoinSet::new();
 

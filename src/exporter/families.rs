@@ -890,6 +890,19 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
             Ok(())
         },
     )?;
+    sink.family(
+        &counter(
+            "gpumem_ingest_process_table_total",
+            "New pids the process table turned away, by kind of sender: refused (a TCP sender over its share, or a table with no place to give) or evicted (a TCP pid's place given to a process on the socket).",
+        ),
+        &|e| {
+            for (sender, outcome) in crate::ingest::admission::SERIES {
+                let l = [("sender", Str(sender.as_str())), ("outcome", Str(outcome.as_str()))];
+                e(&l, c.ingest.table.get(sender, outcome) as f64)?;
+            }
+            Ok(())
+        },
+    )?;
     Ok(())
 }
 
