@@ -501,7 +501,9 @@ const RSS_LIMIT_KIB: u64 = 64 * 1024;
 #[test]
 fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
     let ex = start_exporter(
-        &format!("history:\n  max_processes: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
+        // TCP may take the whole table here (its share is a quarter by default): the flood
+        // must find it full.
+        &format!("history:\n  max_processes: {MAX_PROCESSES}\ningest:\n  max_tcp_processes: {MAX_PROCESSES}\n  max_tcp_processes_per_address: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
         &[],
     );
     let uuid = sim_uuid(ex.port);
@@ -726,9 +728,10 @@ fn one_process_cannot_mint_unbounded_phase_labels() {
 fn forged_pids_cannot_push_a_scrape_over_the_series_budget() {
     const PIDS: u32 = 300;
     const BUDGET: usize = 20_000;
-    // GPUs whose processes stay the same pids throughout.
+    // GPUs whose processes stay the same pids throughout; TCP's share of the process table
+    // (64 pids an address by default) raised, so that its pids alone can fill the budget.
     let ex = start_exporter(
-        "sim:\n  gpus:\n    - scenario: steady\n    - scenario: shared\n",
+        "ingest:\n  max_tcp_processes: 300\n  max_tcp_processes_per_address: 300\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: shared\n",
         &[],
     );
     let uuid = sim_uuid(ex.port);
