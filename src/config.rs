@@ -392,6 +392,12 @@ impl Default for RiskConfig {
 }
 
 impl IngestConfig {
+    /// Whether the socket's path is one somebody chose, not the default: then a socket that
+    /// cannot be bound there stops the start instead of leaving reports off.
+    pub fn socket_is_explicit(&self) -> bool {
+        !self.socket.as_os_str().is_empty() && self.socket != IngestConfig::default().socket
+    }
+
     /// The TCP ingest address, `None` when TCP ingest is off.
     pub fn tcp_address(&self) -> Option<&str> {
         Some(self.listen_address.as_str()).filter(|a| !a.is_empty() && *a != "off")
@@ -698,15 +704,35 @@ impl Config {
                 "must not exceed high_used_fraction",
             ));
         }
-        if u32::from_str_radix(self.ingest.socket_mode.trim_start_matches("0o"), 8)
-            .map(|m| m > 0o777)
-            .unwrap_or(true)
-        {
+        match u32::from_str_radix(self.ingest.socket_mode.trim_start_matches("0o"), 8) {
+            Ok(m) if m <= 0o777 && m & 0o600 == 0o600 => {}
+            Ok(m) if m <= 0o777 => {
+                return Err(err(
+                    "ingest.socket_mode",
+                    format!(
+                        "`{}` leaves the socket's owner unable to connect (connecting needs read and write); accepted: an octal mode with the owner's 6, 0600..0777, e.g. 0660",
+                        self.ingest.socket_mode
+                    ),
+                ))
+            }
+            _ => {
+                return Err(err(
+                    "ingest.socket_mode",
+                    format!(
+                        "`{}` is not an octal mode; accepted: 0600..0777, e.g. 0660",
+                        self.ingest.socket_mode
+                    ),
+                ))
+            }
+        }
+        let socket_bytes = self.ingest.socket.as_os_str().len();
+        if socket_bytes > crate::ingest::socket::MAX_PATH_BYTES {
             return Err(err(
-                "ingest.socket_mode",
+                "ingest.socket",
                 format!(
-                    "`{}` is not an octal mode such as 0660",
-                    self.ingest.socket_mode
+                    "`{}` is {socket_bytes} bytes long; a Unix socket's path holds at most {} bytes: choose a shorter one",
+                    self.ingest.socket.display(),
+                    crate::ingest::socket::MAX_PATH_BYTES
                 ),
             ));
         }
@@ -946,6 +972,37 @@ mod tests {
         assert_eq!(Config::default().ingest.tcp_address(), None);
         let c = Config::from_yaml("ingest:\n  listen_address: 127.0.0.1:9\n").unwrap();
         assert_eq!(c.ingest.tcp_address(), Some("127.0.0.1:9"));
+    }
+
+    #[test]
+    fn only_a_socket_path_somebody_chose_must_bind() {
+        let mut i = IngestConfig::default();
+        assert!(!i.socket_is_explicit(), "the default may degrade");
+        i.socket = PathBuf::new();
+        assert!(!i.socket_is_explicit(), "off");
+        i.socket = PathBuf::from("/tmp/gpumem.sock");
+        assert!(i.socket_is_explicit());
+    }
+
+    #[test]
+    fn a_socket_its_owner_cannot_use_or_no_socket_can_have_is_refused() {
+        for mode in ["0000", "0066", "0400", "0200", "0477", "1777", "0888", "rw"] {
+            let mut c = Config::default();
+            c.ingest.socket_mode = mode.into();
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.field, "ingest.socket_mode", "{mode}");
+            assert!(e.message.contains("accepted: "), "{mode}: {e}");
+        }
+        for mode in ["0600", "0660", "0666", "0o777"] {
+            let mut c = Config::default();
+            c.ingest.socket_mode = mode.into();
+            c.validate().unwrap_or_else(|e| panic!("{mode}: {e}"));
+        }
+        let mut c = Config::default();
+        c.ingest.socket = PathBuf::from(format!("/tmp/{}.sock", "x".repeat(100)));
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "ingest.socket");
+        assert!(e.message.contains("at most 107 bytes"), "{e}");
     }
 
     #[test]

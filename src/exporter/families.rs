@@ -842,6 +842,21 @@ pub fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Sink) -> 
         },
     )?;
     sink.family(
+        &gauge(
+            "gpumem_exporter_ingest_up",
+            None,
+            "Whether each configured ingest listener (ingest_socket, ingest_tcp) listens: 1, or 0 when it could not be bound or its socket file is gone.",
+        ),
+        &|e| {
+            for l in [Listener::IngestSocket, Listener::IngestTcp] {
+                if let Some(up) = c.connections.of(l).up() {
+                    e(&[("listener", Str(l.as_str()))], f64::from(u8::from(up)))?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
         &counter(
             "gpumem_exporter_connections_shed_total",
             "Connections the exporter closed to keep a listener within its budget: idle ones closed to make room, or newcomers refused while every connection was busy.",

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::webconfig::{self, WebSecurity, HANDSHAKE_TIMEOUT};
 use super::{encode, families};
 use crate::config::WEB_ROUTES;
-use crate::connections::{serve_connection, Budget};
+use crate::connections::{serve_connection, Budget, Listener};
 use crate::engine::{current, Engine};
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
@@ -211,12 +211,22 @@ async fn healthy() -> &'static str {
     "OK\n"
 }
 
+/// Ready once a sample is taken, and while every ingest listener configured explicitly
+/// listens: a socket path someone chose that no client can reach is not a working exporter.
 async fn ready(State(st): State<WebState>) -> Response {
-    if st.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no sample taken yet\n").into_response()
+    if !st.ready.load(Ordering::Acquire) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no sample taken yet\n").into_response();
     }
+    for l in [Listener::IngestSocket, Listener::IngestTcp] {
+        if let Some(why) = st.counters.connections.of(l).required_but_down() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{} is down: {why}\n", l.as_str()),
+            )
+                .into_response();
+        }
+    }
+    (StatusCode::OK, "ready\n").into_response()
 }
 
 async fn snapshot_json(State(st): State<WebState>) -> Json<Arc<Snapshot>> {
