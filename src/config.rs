@@ -301,6 +301,20 @@ pub struct ReplayConfig {
     /// rate, whatever rate the trace was recorded at (0 sends every recorded sample).
     #[serde(with = "humantime_serde")]
     pub report_interval: Duration,
+    /// A trace whose lines are out of time order or repeated is refused, naming the file and
+    /// line; with this, it is sorted and its repeated lines dropped, with a warning that counts
+    /// them (the trace then held in memory whole).
+    pub sort: bool,
+}
+
+impl ReplayConfig {
+    pub fn disorder(&self) -> crate::source::replay::Disorder {
+        if self.sort {
+            crate::source::replay::Disorder::Sort
+        } else {
+            crate::source::replay::Disorder::Refuse
+        }
+    }
 }
 
 impl Default for Config {
@@ -462,6 +476,7 @@ impl Default for ReplayConfig {
         ReplayConfig {
             speed: 1.0,
             report_interval: Duration::from_secs(1),
+            sort: false,
         }
     }
 }
