@@ -654,9 +654,12 @@ impl Config {
         if !(100..=10_000_000).contains(&self.web.max_series) {
             return Err(err("web.max_series", "accepted: 100..10000000"));
         }
-        if self.nvml.deadline.is_zero() {
-            return Err(err("nvml.deadline", "must be greater than 0"));
-        }
+        duration_in(
+            "nvml.deadline",
+            self.nvml.deadline,
+            (Duration::from_millis(10), ""),
+            (Duration::from_secs(60), ""),
+        )?;
         let h = &self.history;
         if h.resolution < Duration::from_millis(100) || h.resolution > Duration::from_secs(60) {
             return Err(err("history.resolution", "accepted: 100ms..60s"));
@@ -680,16 +683,86 @@ impl Config {
         if !(a.leak_significance > 0.0 && a.leak_significance < 0.5) {
             return Err(err("analysis.leak_significance", "accepted: 0 < p < 0.5"));
         }
-        if a.floor_window < h.resolution {
+        let none = Duration::ZERO;
+        let day = Duration::from_secs(24 * 3600);
+        let f = |field: &str, d: Duration, lo: (Duration, &str), hi: (Duration, &str)| {
+            duration_in(field, d, lo, hi)
+        };
+        // Each window where its analysis can work: a floor of several buckets, a leak test on
+        // several floors, a trend of several buckets, every window inside the history.
+        f(
+            "history.expire_after",
+            h.expire_after,
+            (
+                self.sample_interval.max(Duration::from_secs(1)),
+                "sample_interval, at least 1s",
+            ),
+            (day, ""),
+        )?;
+        f("analysis.warmup", a.warmup, (none, ""), (day, ""))?;
+        f(
+            "analysis.floor_window",
+            a.floor_window,
+            (h.resolution, "history.resolution"),
+            (Duration::from_secs(600), ""),
+        )?;
+        f(
+            "analysis.leak_window",
+            a.leak_window,
+            (h.resolution * 3, "3 × history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.leak_min_span",
+            a.leak_min_span,
+            (a.floor_window * 3, "3 × analysis.floor_window"),
+            (a.leak_window, "analysis.leak_window"),
+        )?;
+        f(
+            "analysis.leak_persistence",
+            a.leak_persistence,
+            (none, ""),
+            (day, ""),
+        )?;
+        f(
+            "analysis.eta_window",
+            a.eta_window,
+            (h.resolution * 3, "3 × history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.eta_min_span",
+            a.eta_min_span,
+            (h.resolution * 3, "3 × history.resolution"),
+            (a.eta_window, "analysis.eta_window"),
+        )?;
+        f("analysis.eta_warmup", a.eta_warmup, (none, ""), (day, ""))?;
+        // An ETA past the horizon is not shown: below medium_eta it could never say medium.
+        f(
+            "analysis.eta_horizon",
+            a.eta_horizon,
+            (a.risk.medium_eta, "analysis.risk.medium_eta"),
+            (day * 7, ""),
+        )?;
+        f(
+            "analysis.peak_window",
+            a.peak_window,
+            (h.resolution, "history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.risk.critical_eta",
+            a.risk.critical_eta,
+            (Duration::from_secs(1), ""),
+            (a.risk.high_eta, "analysis.risk.high_eta"),
+        )?;
+        if a.leak_threshold_mib_per_min > 1_048_576.0 {
             return Err(err(
-                "analysis.floor_window",
-                "must be at least history.resolution",
-            ));
-        }
-        if a.leak_window > h.window || a.eta_window > h.window {
-            return Err(err(
-                "analysis.leak_window",
-                "leak_window and eta_window must fit in history.window",
+                "analysis.leak_threshold_mib_per_min",
+                format!(
+                    "{} is out of range; accepted: more than 0, at most 1048576 (1 TiB a minute: above it no GPU could ever leak)",
+                    a.leak_threshold_mib_per_min
+                ),
             ));
         }
         if !(a.eta_max_extrapolation.is_finite() && a.eta_max_extrapolation >= 1.0) {
@@ -764,6 +837,20 @@ impl Config {
             return Err(err("ingest.max_body_bytes", "accepted: 1024..67108864"));
         }
         let i = &self.ingest;
+        // The client reports every second: a report is stale after two missed.
+        duration_in(
+            "ingest.expire_after",
+            i.expire_after,
+            (Duration::from_secs(2), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
+        // The client sends the largest free block at least every 30 s.
+        duration_in(
+            "ingest.largest_block_ttl",
+            i.largest_block_ttl,
+            (Duration::from_secs(30), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
         if i.listing_grace > Duration::from_secs(300) {
             return Err(err("ingest.listing_grace", "accepted: 0s..5m"));
         }
@@ -838,9 +925,12 @@ impl Config {
                 }
             }
         }
-        if self.kubernetes.refresh < Duration::from_secs(1) {
-            return Err(err("kubernetes.refresh", "accepted: at least 1s"));
-        }
+        duration_in(
+            "kubernetes.refresh",
+            self.kubernetes.refresh,
+            (Duration::from_secs(1), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
         let api = &self.kubernetes.api_url;
         if !(api.is_empty() || api.starts_with("https://") || api.starts_with("http://")) {
             return Err(err(
@@ -848,11 +938,69 @@ impl Config {
                 "must start with https:// (or http:// for a local proxy)",
             ));
         }
-        if !(self.replay.speed.is_finite() && self.replay.speed > 0.0) {
-            return Err(err("replay.speed", "accepted: a number greater than 0"));
+        if !(self.replay.speed.is_finite() && (0.01..=100_000.0).contains(&self.replay.speed)) {
+            return Err(err(
+                "replay.speed",
+                format!(
+                    "{} is out of range; accepted: 0.01..100000",
+                    self.replay.speed
+                ),
+            ));
+        }
+        // 0 sends every recorded sample; otherwise a client's rate.
+        let ri = self.replay.report_interval;
+        if !ri.is_zero() && !(units::MIN_INTERVAL..=units::MAX_INTERVAL).contains(&ri) {
+            return Err(err(
+                "replay.report_interval",
+                format!(
+                    "`{}` is out of range; accepted: 0s (every recorded sample) or 10ms..1m (a client's rate)",
+                    show_duration(ri)
+                ),
+            ));
         }
         Ok(())
     }
+}
+
+/// A duration as a person writes it: whole days as days (humantime would say `100d` as
+/// `3months 8days 16h 19m 12s`), anything else as humantime does.
+fn show_duration(d: Duration) -> String {
+    const DAY: u64 = 86_400;
+    if d.as_secs() >= DAY && d.as_secs() % DAY == 0 && d.subsec_nanos() == 0 {
+        format!("{}d", d.as_secs() / DAY)
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}
+
+/// `d` within `lo..=hi`, or an error with the range; a bound comes with the setting it is
+/// taken from, where it is one.
+fn duration_in(
+    field: &str,
+    d: Duration,
+    lo: (Duration, &str),
+    hi: (Duration, &str),
+) -> Result<(), ConfigError> {
+    if d >= lo.0 && d <= hi.0 {
+        return Ok(());
+    }
+    let show = |(b, from): (Duration, &str)| {
+        let v = show_duration(b);
+        if from.is_empty() {
+            v
+        } else {
+            format!("{from} ({v})")
+        }
+    };
+    Err(err(
+        field,
+        format!(
+            "`{}` is out of range; accepted: {}..{}",
+            show_duration(d),
+            show(lo),
+            show(hi)
+        ),
+    ))
 }
 
 /// The web endpoints besides the telemetry path, which it must leave to them.
@@ -1018,6 +1166,111 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert_eq!(e.field, "ingest.socket");
         assert!(e.message.contains("at most 107 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_setting_that_would_switch_its_feature_off_is_refused_with_its_range() {
+        for (yaml, field, range) in [
+            (
+                "analysis:\n  peak_window: 0s\n",
+                "analysis.peak_window",
+                "history.resolution (1s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  peak_window: 1h\n",
+                "analysis.peak_window",
+                "..history.window (10m)",
+            ),
+            (
+                "analysis:\n  eta_horizon: 0s\n",
+                "analysis.eta_horizon",
+                "analysis.risk.medium_eta (30m)..7d",
+            ),
+            (
+                "analysis:\n  eta_window: 0s\n",
+                "analysis.eta_window",
+                "3 × history.resolution (3s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  eta_min_span: 0s\n",
+                "analysis.eta_min_span",
+                "3 × history.resolution (3s)..analysis.eta_window (5m)",
+            ),
+            (
+                "analysis:\n  leak_window: 0s\n",
+                "analysis.leak_window",
+                "3 × history.resolution (3s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  leak_min_span: 0s\n",
+                "analysis.leak_min_span",
+                "3 × analysis.floor_window (15s)..analysis.leak_window (10m)",
+            ),
+            (
+                "analysis:\n  floor_window: 0s\n",
+                "analysis.floor_window",
+                "history.resolution (1s)..10m",
+            ),
+            ("analysis:\n  warmup: 400d\n", "analysis.warmup", "0s..1d"),
+            (
+                "analysis:\n  risk:\n    critical_eta: 0s\n",
+                "analysis.risk.critical_eta",
+                "1s..analysis.risk.high_eta (5m)",
+            ),
+            (
+                "analysis:\n  leak_threshold_mib_per_min: 1e12\n",
+                "analysis.leak_threshold_mib_per_min",
+                "at most 1048576",
+            ),
+            (
+                "history:\n  expire_after: 0s\n",
+                "history.expire_after",
+                "sample_interval, at least 1s (1s)..1d",
+            ),
+            (
+                "ingest:\n  expire_after: 0s\n",
+                "ingest.expire_after",
+                "2s..1d",
+            ),
+            (
+                "ingest:\n  largest_block_ttl: 1s\n",
+                "ingest.largest_block_ttl",
+                "30s..1d",
+            ),
+            ("nvml:\n  deadline: 1ns\n", "nvml.deadline", "10ms..1m"),
+            (
+                "kubernetes:\n  refresh: 100d\n",
+                "kubernetes.refresh",
+                "1s..1d",
+            ),
+            (
+                "replay:\n  report_interval: 100d\n",
+                "replay.report_interval",
+                "0s (every recorded sample) or 10ms..1m",
+            ),
+            ("replay:\n  speed: 1e-9\n", "replay.speed", "0.01..100000"),
+        ] {
+            let e = Config::from_yaml(yaml)
+                .and_then(|c| c.validate().map(|_| c))
+                .unwrap_err();
+            assert_eq!(e.field, field, "{yaml}");
+            assert!(
+                e.message.contains("accepted: ") && e.message.contains(range),
+                "{yaml}: {e}"
+            );
+        }
+        // The edges of the ranges are accepted.
+        for yaml in [
+            "replay:\n  report_interval: 0s\n",
+            "analysis:\n  peak_window: 10m\n  eta_horizon: 30m\n",
+            "history:\n  expire_after: 1s\n",
+            "analysis:\n  leak_min_span: 15s\n",
+        ] {
+            Config::from_yaml(yaml)
+                .unwrap()
+                .validate()
+                .unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        }
     }
 
     #[test]

@@ -814,6 +814,15 @@ fn bad_flags_fail_with_status_2_before_sampling() {
             vec!["oom", "--source", &oom_trace, "--devices", "3"],
             "--devices",
         ),
+        // Settings that would switch a feature off, with their range.
+        (
+            vec!["profile", "--source", &oom_trace, "--replay.report-interval", "100d"],
+            "--replay.report-interval: `100d` is out of range; accepted: 0s (every recorded sample) or 10ms..1m",
+        ),
+        (
+            vec!["--source", "sim", "--replay.speed", "0.000001", "--print-config"],
+            "--replay.speed: 0.000001 is out of range; accepted: 0.01..100000",
+        ),
     ];
     for (args, flag) in cases {
         let started = Instant::now();
