@@ -308,6 +308,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = webconfig::protect(app, &security);
     let acceptor = security.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let security = Arc::new(security);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -334,6 +335,7 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let app = app.clone();
         let acceptor = acceptor.clone();
+        let security = Arc::clone(&security);
         tokio::spawn(async move {
             let Some(a) = acceptor else {
                 return serve_connection(tcp, app, ticket, idle_timeout, watcher).await;
@@ -346,6 +348,11 @@ pub async fn serve(
                 () = ticket.closed() => return,
             };
             match tls {
+                // client_allowed_sans: a verified certificate that names none of them is
+                // closed before any request, as the format's servers do.
+                Ok(Ok(tls)) if !security.client_allowed(tls.get_ref().1.peer_certificates()) => {
+                    tracing::debug!(%peer, "client certificate names none of client_allowed_sans");
+                }
                 Ok(Ok(tls)) => serve_connection(tls, app, ticket, idle_timeout, watcher).await,
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
