@@ -839,7 +839,7 @@ fn assert_whole_scrape(status: u16, body: &[u8]) {
     let body = String::from_utf8_lossy(body);
     let last = body.lines().last().unwrap_or("");
     assert!(
-        last.starts_with("gpumem_ingest_rejected_total"),
+        last.starts_with("gpumem_ingest_process_table_total"),
         "the body does not end with the last family: {last:?}"
     );
 }
