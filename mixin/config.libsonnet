@@ -71,6 +71,7 @@
     // --- availability ------------------------------------------------------------------------
     exporterDownFor: '2m',
     deviceDownFor: '1m',
+    ingestDownFor: '5m',
 
     // --- memory no process accounts for (gpumem_unattributed_bytes) -------------------------
     // Large: over this many bytes and this share of the GPU. Persistent: for this long (a

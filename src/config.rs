@@ -224,6 +224,12 @@ pub struct IngestConfig {
     pub listing_grace: Duration,
     /// Reports per second one process may send (bursts of twice as many); more get 429.
     pub max_reports_per_second: u32,
+    /// Places in the process table that TCP senders (whose pid is only a header) may hold in
+    /// all, and from one source address, each at most `history.max_processes`; a process the
+    /// kernel vouches for (the socket) always finds room, taking the place of the TCP pid heard
+    /// from least recently.
+    pub max_tcp_processes: usize,
+    pub max_tcp_processes_per_address: usize,
     /// Open connections on each ingest endpoint (the socket and TCP have a budget each), in all
     /// and, on the socket, per sending process.
     pub max_connections: usize,
@@ -299,6 +305,20 @@ pub struct ReplayConfig {
     /// rate, whatever rate the trace was recorded at (0 sends every recorded sample).
     #[serde(with = "humantime_serde")]
     pub report_interval: Duration,
+    /// A trace whose lines are out of time order or repeated is refused, naming the file and
+    /// line; with this, it is sorted and its repeated lines dropped, with a warning that counts
+    /// them (the trace then held in memory whole).
+    pub sort: bool,
+}
+
+impl ReplayConfig {
+    pub fn disorder(&self) -> crate::source::replay::Disorder {
+        if self.sort {
+            crate::source::replay::Disorder::Sort
+        } else {
+            crate::source::replay::Disorder::Refuse
+        }
+    }
 }
 
 impl Default for Config {
@@ -390,6 +410,12 @@ impl Default for RiskConfig {
 }
 
 impl IngestConfig {
+    /// Whether the socket's path is one somebody chose, not the default: then a socket that
+    /// cannot be bound there stops the start instead of leaving reports off.
+    pub fn socket_is_explicit(&self) -> bool {
+        !self.socket.as_os_str().is_empty() && self.socket != IngestConfig::default().socket
+    }
+
     /// The TCP ingest address, `None` when TCP ingest is off.
     pub fn tcp_address(&self) -> Option<&str> {
         Some(self.listen_address.as_str()).filter(|a| !a.is_empty() && *a != "off")
@@ -409,6 +435,8 @@ impl Default for IngestConfig {
             require_nvml_listing: true,
             listing_grace: Duration::from_secs(10),
             max_reports_per_second: 20,
+            max_tcp_processes: 256,
+            max_tcp_processes_per_address: 64,
             max_connections: 256,
             max_connections_per_process: 8,
             idle_timeout: Duration::from_secs(10),
@@ -452,6 +480,7 @@ impl Default for ReplayConfig {
         ReplayConfig {
             speed: 1.0,
             report_interval: Duration::from_secs(1),
+            sort: false,
         }
     }
 }
@@ -554,9 +583,12 @@ impl Config {
         if !(100..=10_000_000).contains(&self.web.max_series) {
             return Err(err("web.max_series", "accepted: 100..10000000"));
         }
-        if self.nvml.deadline.is_zero() {
-            return Err(err("nvml.deadline", "must be greater than 0"));
-        }
+        duration_in(
+            "nvml.deadline",
+            self.nvml.deadline,
+            (Duration::from_millis(10), ""),
+            (Duration::from_secs(60), ""),
+        )?;
         let h = &self.history;
         if h.resolution < Duration::from_millis(100) || h.resolution > Duration::from_secs(60) {
             return Err(err("history.resolution", "accepted: 100ms..60s"));
@@ -580,16 +612,86 @@ impl Config {
         if !(a.leak_significance > 0.0 && a.leak_significance < 0.5) {
             return Err(err("analysis.leak_significance", "accepted: 0 < p < 0.5"));
         }
-        if a.floor_window < h.resolution {
+        let none = Duration::ZERO;
+        let day = Duration::from_secs(24 * 3600);
+        let f = |field: &str, d: Duration, lo: (Duration, &str), hi: (Duration, &str)| {
+            duration_in(field, d, lo, hi)
+        };
+        // Each window where its analysis can work: a floor of several buckets, a leak test on
+        // several floors, a trend of several buckets, every window inside the history.
+        f(
+            "history.expire_after",
+            h.expire_after,
+            (
+                self.sample_interval.max(Duration::from_secs(1)),
+                "sample_interval, at least 1s",
+            ),
+            (day, ""),
+        )?;
+        f("analysis.warmup", a.warmup, (none, ""), (day, ""))?;
+        f(
+            "analysis.floor_window",
+            a.floor_window,
+            (h.resolution, "history.resolution"),
+            (Duration::from_secs(600), ""),
+        )?;
+        f(
+            "analysis.leak_window",
+            a.leak_window,
+            (h.resolution * 3, "3 × history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.leak_min_span",
+            a.leak_min_span,
+            (a.floor_window * 3, "3 × analysis.floor_window"),
+            (a.leak_window, "analysis.leak_window"),
+        )?;
+        f(
+            "analysis.leak_persistence",
+            a.leak_persistence,
+            (none, ""),
+            (day, ""),
+        )?;
+        f(
+            "analysis.eta_window",
+            a.eta_window,
+            (h.resolution * 3, "3 × history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.eta_min_span",
+            a.eta_min_span,
+            (h.resolution * 3, "3 × history.resolution"),
+            (a.eta_window, "analysis.eta_window"),
+        )?;
+        f("analysis.eta_warmup", a.eta_warmup, (none, ""), (day, ""))?;
+        // An ETA past the horizon is not shown: below medium_eta it could never say medium.
+        f(
+            "analysis.eta_horizon",
+            a.eta_horizon,
+            (a.risk.medium_eta, "analysis.risk.medium_eta"),
+            (day * 7, ""),
+        )?;
+        f(
+            "analysis.peak_window",
+            a.peak_window,
+            (h.resolution, "history.resolution"),
+            (h.window, "history.window"),
+        )?;
+        f(
+            "analysis.risk.critical_eta",
+            a.risk.critical_eta,
+            (Duration::from_secs(1), ""),
+            (a.risk.high_eta, "analysis.risk.high_eta"),
+        )?;
+        if a.leak_threshold_mib_per_min > 1_048_576.0 {
             return Err(err(
-                "analysis.floor_window",
-                "must be at least history.resolution",
-            ));
-        }
-        if a.leak_window > h.window || a.eta_window > h.window {
-            return Err(err(
-                "analysis.leak_window",
-                "leak_window and eta_window must fit in history.window",
+                "analysis.leak_threshold_mib_per_min",
+                format!(
+                    "{} is out of range; accepted: more than 0, at most 1048576 (1 TiB a minute: above it no GPU could ever leak)",
+                    a.leak_threshold_mib_per_min
+                ),
             ));
         }
         if !(a.eta_max_extrapolation.is_finite() && a.eta_max_extrapolation >= 1.0) {
@@ -619,15 +721,35 @@ impl Config {
                 "must not exceed high_used_fraction",
             ));
         }
-        if u32::from_str_radix(self.ingest.socket_mode.trim_start_matches("0o"), 8)
-            .map(|m| m > 0o777)
-            .unwrap_or(true)
-        {
+        match u32::from_str_radix(self.ingest.socket_mode.trim_start_matches("0o"), 8) {
+            Ok(m) if m <= 0o777 && m & 0o600 == 0o600 => {}
+            Ok(m) if m <= 0o777 => {
+                return Err(err(
+                    "ingest.socket_mode",
+                    format!(
+                        "`{}` leaves the socket's owner unable to connect (connecting needs read and write); accepted: an octal mode with the owner's 6, 0600..0777, e.g. 0660",
+                        self.ingest.socket_mode
+                    ),
+                ))
+            }
+            _ => {
+                return Err(err(
+                    "ingest.socket_mode",
+                    format!(
+                        "`{}` is not an octal mode; accepted: 0600..0777, e.g. 0660",
+                        self.ingest.socket_mode
+                    ),
+                ))
+            }
+        }
+        let socket_bytes = self.ingest.socket.as_os_str().len();
+        if socket_bytes > crate::ingest::socket::MAX_PATH_BYTES {
             return Err(err(
-                "ingest.socket_mode",
+                "ingest.socket",
                 format!(
-                    "`{}` is not an octal mode such as 0660",
-                    self.ingest.socket_mode
+                    "`{}` is {socket_bytes} bytes long; a Unix socket's path holds at most {} bytes: choose a shorter one",
+                    self.ingest.socket.display(),
+                    crate::ingest::socket::MAX_PATH_BYTES
                 ),
             ));
         }
@@ -644,11 +766,41 @@ impl Config {
             return Err(err("ingest.max_body_bytes", "accepted: 1024..67108864"));
         }
         let i = &self.ingest;
+        // The client reports every second: a report is stale after two missed.
+        duration_in(
+            "ingest.expire_after",
+            i.expire_after,
+            (Duration::from_secs(2), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
+        // The client sends the largest free block at least every 30 s.
+        duration_in(
+            "ingest.largest_block_ttl",
+            i.largest_block_ttl,
+            (Duration::from_secs(30), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
         if i.listing_grace > Duration::from_secs(300) {
             return Err(err("ingest.listing_grace", "accepted: 0s..5m"));
         }
         if !(1..=10_000).contains(&i.max_reports_per_second) {
             return Err(err("ingest.max_reports_per_second", "accepted: 1..10000"));
+        }
+        // Each within history.max_processes and the first in effect (the table clamps them):
+        // a smaller table needs no second setting lowered with it.
+        for (field, n) in [
+            ("ingest.max_tcp_processes", i.max_tcp_processes),
+            (
+                "ingest.max_tcp_processes_per_address",
+                i.max_tcp_processes_per_address,
+            ),
+        ] {
+            if !(1..=100_000).contains(&n) {
+                return Err(err(
+                    field,
+                    format!("{n} is out of range; accepted: 1..100000"),
+                ));
+            }
         }
         if !(1..=65_536).contains(&i.max_connections) {
             return Err(err("ingest.max_connections", "accepted: 1..65536"));
@@ -702,9 +854,12 @@ impl Config {
                 }
             }
         }
-        if self.kubernetes.refresh < Duration::from_secs(1) {
-            return Err(err("kubernetes.refresh", "accepted: at least 1s"));
-        }
+        duration_in(
+            "kubernetes.refresh",
+            self.kubernetes.refresh,
+            (Duration::from_secs(1), ""),
+            (Duration::from_secs(24 * 3600), ""),
+        )?;
         let api = &self.kubernetes.api_url;
         if !(api.is_empty() || api.starts_with("https://") || api.starts_with("http://")) {
             return Err(err(
@@ -712,11 +867,69 @@ impl Config {
                 "must start with https:// (or http:// for a local proxy)",
             ));
         }
-        if !(self.replay.speed.is_finite() && self.replay.speed > 0.0) {
-            return Err(err("replay.speed", "accepted: a number greater than 0"));
+        if !(self.replay.speed.is_finite() && (0.01..=100_000.0).contains(&self.replay.speed)) {
+            return Err(err(
+                "replay.speed",
+                format!(
+                    "{} is out of range; accepted: 0.01..100000",
+                    self.replay.speed
+                ),
+            ));
+        }
+        // 0 sends every recorded sample; otherwise a client's rate.
+        let ri = self.replay.report_interval;
+        if !ri.is_zero() && !(units::MIN_INTERVAL..=units::MAX_INTERVAL).contains(&ri) {
+            return Err(err(
+                "replay.report_interval",
+                format!(
+                    "`{}` is out of range; accepted: 0s (every recorded sample) or 10ms..1m (a client's rate)",
+                    show_duration(ri)
+                ),
+            ));
         }
         Ok(())
     }
+}
+
+/// A duration as a person writes it: whole days as days (humantime would say `100d` as
+/// `3months 8days 16h 19m 12s`), anything else as humantime does.
+fn show_duration(d: Duration) -> String {
+    const DAY: u64 = 86_400;
+    if d.as_secs() >= DAY && d.as_secs() % DAY == 0 && d.subsec_nanos() == 0 {
+        format!("{}d", d.as_secs() / DAY)
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}
+
+/// `d` within `lo..=hi`, or an error with the range; a bound comes with the setting it is
+/// taken from, where it is one.
+fn duration_in(
+    field: &str,
+    d: Duration,
+    lo: (Duration, &str),
+    hi: (Duration, &str),
+) -> Result<(), ConfigError> {
+    if d >= lo.0 && d <= hi.0 {
+        return Ok(());
+    }
+    let show = |(b, from): (Duration, &str)| {
+        let v = show_duration(b);
+        if from.is_empty() {
+            v
+        } else {
+            format!("{from} ({v})")
+        }
+    };
+    Err(err(
+        field,
+        format!(
+            "`{}` is out of range; accepted: {}..{}",
+            show_duration(d),
+            show(lo),
+            show(hi)
+        ),
+    ))
 }
 
 /// The web endpoints besides the telemetry path, which it must leave to them.
@@ -851,6 +1064,142 @@ mod tests {
         assert_eq!(Config::default().ingest.tcp_address(), None);
         let c = Config::from_yaml("ingest:\n  listen_address: 127.0.0.1:9\n").unwrap();
         assert_eq!(c.ingest.tcp_address(), Some("127.0.0.1:9"));
+    }
+
+    #[test]
+    fn only_a_socket_path_somebody_chose_must_bind() {
+        let mut i = IngestConfig::default();
+        assert!(!i.socket_is_explicit(), "the default may degrade");
+        i.socket = PathBuf::new();
+        assert!(!i.socket_is_explicit(), "off");
+        i.socket = PathBuf::from("/tmp/gpumem.sock");
+        assert!(i.socket_is_explicit());
+    }
+
+    #[test]
+    fn a_socket_its_owner_cannot_use_or_no_socket_can_have_is_refused() {
+        for mode in ["0000", "0066", "0400", "0200", "0477", "1777", "0888", "rw"] {
+            let mut c = Config::default();
+            c.ingest.socket_mode = mode.into();
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.field, "ingest.socket_mode", "{mode}");
+            assert!(e.message.contains("accepted: "), "{mode}: {e}");
+        }
+        for mode in ["0600", "0660", "0666", "0o777"] {
+            let mut c = Config::default();
+            c.ingest.socket_mode = mode.into();
+            c.validate().unwrap_or_else(|e| panic!("{mode}: {e}"));
+        }
+        let mut c = Config::default();
+        c.ingest.socket = PathBuf::from(format!("/tmp/{}.sock", "x".repeat(100)));
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "ingest.socket");
+        assert!(e.message.contains("at most 107 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_setting_that_would_switch_its_feature_off_is_refused_with_its_range() {
+        for (yaml, field, range) in [
+            (
+                "analysis:\n  peak_window: 0s\n",
+                "analysis.peak_window",
+                "history.resolution (1s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  peak_window: 1h\n",
+                "analysis.peak_window",
+                "..history.window (10m)",
+            ),
+            (
+                "analysis:\n  eta_horizon: 0s\n",
+                "analysis.eta_horizon",
+                "analysis.risk.medium_eta (30m)..7d",
+            ),
+            (
+                "analysis:\n  eta_window: 0s\n",
+                "analysis.eta_window",
+                "3 × history.resolution (3s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  eta_min_span: 0s\n",
+                "analysis.eta_min_span",
+                "3 × history.resolution (3s)..analysis.eta_window (5m)",
+            ),
+            (
+                "analysis:\n  leak_window: 0s\n",
+                "analysis.leak_window",
+                "3 × history.resolution (3s)..history.window (10m)",
+            ),
+            (
+                "analysis:\n  leak_min_span: 0s\n",
+                "analysis.leak_min_span",
+                "3 × analysis.floor_window (15s)..analysis.leak_window (10m)",
+            ),
+            (
+                "analysis:\n  floor_window: 0s\n",
+                "analysis.floor_window",
+                "history.resolution (1s)..10m",
+            ),
+            ("analysis:\n  warmup: 400d\n", "analysis.warmup", "0s..1d"),
+            (
+                "analysis:\n  risk:\n    critical_eta: 0s\n",
+                "analysis.risk.critical_eta",
+                "1s..analysis.risk.high_eta (5m)",
+            ),
+            (
+                "analysis:\n  leak_threshold_mib_per_min: 1e12\n",
+                "analysis.leak_threshold_mib_per_min",
+                "at most 1048576",
+            ),
+            (
+                "history:\n  expire_after: 0s\n",
+                "history.expire_after",
+                "sample_interval, at least 1s (1s)..1d",
+            ),
+            (
+                "ingest:\n  expire_after: 0s\n",
+                "ingest.expire_after",
+                "2s..1d",
+            ),
+            (
+                "ingest:\n  largest_block_ttl: 1s\n",
+                "ingest.largest_block_ttl",
+                "30s..1d",
+            ),
+            ("nvml:\n  deadline: 1ns\n", "nvml.deadline", "10ms..1m"),
+            (
+                "kubernetes:\n  refresh: 100d\n",
+                "kubernetes.refresh",
+                "1s..1d",
+            ),
+            (
+                "replay:\n  report_interval: 100d\n",
+                "replay.report_interval",
+                "0s (every recorded sample) or 10ms..1m",
+            ),
+            ("replay:\n  speed: 1e-9\n", "replay.speed", "0.01..100000"),
+        ] {
+            let e = Config::from_yaml(yaml)
+                .and_then(|c| c.validate().map(|_| c))
+                .unwrap_err();
+            assert_eq!(e.field, field, "{yaml}");
+            assert!(
+                e.message.contains("accepted: ") && e.message.contains(range),
+                "{yaml}: {e}"
+            );
+        }
+        // The edges of the ranges are accepted.
+        for yaml in [
+            "replay:\n  report_interval: 0s\n",
+            "analysis:\n  peak_window: 10m\n  eta_horizon: 30m\n",
+            "history:\n  expire_after: 1s\n",
+            "analysis:\n  leak_min_span: 15s\n",
+        ] {
+            Config::from_yaml(yaml)
+                .unwrap()
+                .validate()
+                .unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        }
     }
 
     #[test]

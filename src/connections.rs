@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -53,11 +53,52 @@ impl Listener {
     }
 }
 
-/// Open and shed connections of one listener, for `/metrics`.
+/// Open and shed connections of one listener, for `/metrics`, and whether it listens.
 #[derive(Debug, Default)]
 pub struct ListenerCounters {
     pub open: AtomicU64,
     pub shed: AtomicU64,
+    /// `NOT_CONFIGURED`, `DOWN` or `UP`.
+    state: AtomicU8,
+    /// Configured explicitly: readiness fails while it is down.
+    required: AtomicBool,
+    /// Why it is down, for the readiness answer.
+    why_down: Mutex<String>,
+}
+
+const NOT_CONFIGURED: u8 = 0;
+const DOWN: u8 = 1;
+const UP: u8 = 2;
+
+impl ListenerCounters {
+    /// The listener is configured (not yet listening); `required`: readiness waits for it.
+    pub fn configure(&self, required: bool) {
+        self.required.store(required, Ordering::Relaxed);
+        self.set_down("not bound yet".into());
+    }
+
+    pub fn set_up(&self) {
+        self.state.store(UP, Ordering::Release);
+    }
+
+    pub fn set_down(&self, why: String) {
+        *locked(&self.why_down) = why;
+        self.state.store(DOWN, Ordering::Release);
+    }
+
+    /// Whether it listens; `None` for a listener that is not configured.
+    pub fn up(&self) -> Option<bool> {
+        match self.state.load(Ordering::Acquire) {
+            NOT_CONFIGURED => None,
+            s => Some(s == UP),
+        }
+    }
+
+    /// Why readiness fails because of this listener: it was configured explicitly and is down.
+    pub fn required_but_down(&self) -> Option<String> {
+        (self.required.load(Ordering::Relaxed) && self.up() == Some(false))
+            .then(|| locked(&self.why_down).clone())
+    }
 }
 
 /// Every listener's counters.

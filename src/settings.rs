@@ -142,6 +142,19 @@ pub static SETTINGS: &[Setting] = &[
         },
     },
     Setting {
+        flag: "replay.sort",
+        key: "replay.sort",
+        value_name: "",
+        value: Value::Switch,
+        help: "Sort a trace whose lines are out of time order and drop its repeated lines, with a warning that counts them, instead of refusing it",
+        scope: PACE,
+        shown: |_| None,
+        apply: |c, _| {
+            c.replay.sort = true;
+            Ok(())
+        },
+    },
+    Setting {
         flag: "sim.scenarios",
         key: "sim.gpus",
         value_name: "LIST",

@@ -567,16 +567,32 @@ fn fragment_on_the_frag_trace_and_the_simulator() {
 }
 
 fn profile_tagged(dir: &tempfile::TempDir, trace_name: &str, tags: &[&str], file: &str) -> String {
+    profile_of(dir, &[trace_name], &[], tags, file)
+}
+
+/// A profile report of the traces replayed together (each its own GPU), limited to `devices`
+/// where given.
+fn profile_of(
+    dir: &tempfile::TempDir,
+    traces: &[&str],
+    devices: &[&str],
+    tags: &[&str],
+    file: &str,
+) -> String {
     let o = out(dir, file);
     let mut args = vec![
         "profile".to_string(),
         "--source".into(),
-        replay(&[trace_name]),
+        replay(traces),
         "--duration".into(),
         "20".into(),
         "--output".into(),
         o.clone(),
     ];
+    if !devices.is_empty() {
+        args.push("--devices".into());
+        args.extend(devices.iter().map(|d| d.to_string()));
+    }
     for t in tags {
         args.push("--tag".into());
         args.push(t.to_string());
@@ -697,6 +713,15 @@ fn bad_flags_fail_with_status_2_before_sampling() {
         (
             vec!["oom", "--source", &oom_trace, "--devices", "3"],
             "--devices",
+        ),
+        // Settings that would switch a feature off, with their range.
+        (
+            vec!["profile", "--source", &oom_trace, "--replay.report-interval", "100d"],
+            "--replay.report-interval: `100d` is out of range; accepted: 0s (every recorded sample) or 10ms..1m",
+        ),
+        (
+            vec!["--source", "sim", "--replay.speed", "0.000001", "--print-config"],
+            "--replay.speed: 0.000001 is out of range; accepted: 0.01..100000",
         ),
     ];
     for (args, flag) in cases {

@@ -406,3 +406,127 @@ fn a_newcomers_mistakes_get_the_range_the_default_and_the_field_once() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.matches("web.listen_address").count(), 1, "{err}");
 }
+
+/// The exporter started on `socket`: its exit status and what it said, or `None` (killed)
+/// when it is still running after 20 s.
+fn start_on_socket(socket: &std::path::Path) -> Option<(Option<i32>, String)> {
+    let mut c = Command::new(BIN)
+        .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
+        .arg("--ingest.socket")
+        .arg(socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut c.stderr.take().unwrap(), &mut err).unwrap();
+    Some((status.code(), err))
+}
+
+#[test]
+fn an_ingest_socket_path_given_that_cannot_be_a_socket_stops_the_start_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file.sock");
+    std::fs::write(&file, "someone's data").unwrap();
+    let folder = dir.path().join("folder.sock");
+    std::fs::create_dir(&folder).unwrap();
+    let real = dir.path().join("real.sock");
+    let _real = std::os::unix::net::UnixListener::bind(&real).unwrap();
+    let link = dir.path().join("link.sock");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let long = dir.path().join(format!("{}.sock", "x".repeat(120)));
+    let cases: [(&std::path::Path, u8, &str); 5] = [
+        (&file, 1, "is a regular file, not a socket"),
+        (&folder, 1, "is a directory"),
+        (&link, 1, "is a symbolic link"),
+        (&long, 2, "a Unix socket's path holds at most 107 bytes"),
+        (
+            std::path::Path::new("/proc/x.sock"),
+            1,
+            "cannot create the lock file /proc/x.sock.lock",
+        ),
+    ];
+    for (path, code, why) in cases {
+        let (status, err) = start_on_socket(path).unwrap_or_else(|| {
+            panic!(
+                "{}: the exporter started without its socket",
+                path.display()
+            )
+        });
+        assert_eq!(status, Some(i32::from(code)), "{}: {err}", path.display());
+        assert!(
+            err.contains("ingest.socket") && err.contains(why),
+            "{}: {err}",
+            path.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "someone's data",
+        "the file is left alone"
+    );
+    assert!(folder.is_dir() && link.is_symlink());
+    for p in [&file, &folder] {
+        let mut lock = p.as_os_str().to_owned();
+        lock.push(".lock");
+        assert!(
+            !std::path::Path::new(&lock).exists(),
+            "no lock file left beside {}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn a_socket_removed_under_the_exporter_is_ingest_down_and_not_ready() {
+    let e = Exporter::start(&[]);
+    let m = e.metrics();
+    assert_eq!(
+        sample_value(
+            &m,
+            "gpumem_exporter_ingest_up",
+            &[("listener", "ingest_socket")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample_value(
+            &m,
+            "gpumem_exporter_ingest_up",
+            &[("listener", "ingest_tcp")]
+        ),
+        None,
+        "TCP ingest is off: no series"
+    );
+    // A cleaner of temporary files takes the socket away.
+    std::fs::remove_file(&e.socket).unwrap();
+    e.wait_metrics("ingest_up 0", |m| {
+        sample_value(
+            m,
+            "gpumem_exporter_ingest_up",
+            &[("listener", "ingest_socket")],
+        ) == Some(0.0)
+    });
+    let r = reqwest::blocking::get(e.url("/-/ready")).unwrap();
+    assert_eq!(r.status(), 503);
+    let body = r.text().unwrap();
+    assert!(
+        body.contains("ingest_socket is down") && body.contains("is gone"),
+        "{body}"
+    );
+    assert!(e.log().contains("its ingest socket is gone"), "{}", e.log());
+    // Still serving metrics and health.
+    assert!(e.get("/-/healthy").contains("OK"));
+}

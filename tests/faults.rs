@@ -72,7 +72,9 @@ const RSS_LIMIT_KIB: u64 = 64 * 1024;
 #[test]
 fn the_ingest_endpoint_survives_a_flood_of_forged_pids() {
     let ex = start_exporter(
-        &format!("history:\n  max_processes: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
+        // TCP may take the whole table here (its share is a quarter by default): the flood
+        // must find it full.
+        &format!("history:\n  max_processes: {MAX_PROCESSES}\ningest:\n  max_tcp_processes: {MAX_PROCESSES}\n  max_tcp_processes_per_address: {MAX_PROCESSES}\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: leak\n"),
         &[],
     );
     let uuid = sim_uuid(ex.port);
@@ -297,9 +299,10 @@ fn one_process_cannot_mint_unbounded_phase_labels() {
 fn forged_pids_cannot_push_a_scrape_over_the_series_budget() {
     const PIDS: u32 = 300;
     const BUDGET: usize = 20_000;
-    // GPUs whose processes stay the same pids throughout.
+    // GPUs whose processes stay the same pids throughout; TCP's share of the process table
+    // (64 pids an address by default) raised, so that its pids alone can fill the budget.
     let ex = start_exporter(
-        "sim:\n  gpus:\n    - scenario: steady\n    - scenario: shared\n",
+        "ingest:\n  max_tcp_processes: 300\n  max_tcp_processes_per_address: 300\nsim:\n  gpus:\n    - scenario: steady\n    - scenario: shared\n",
         &[],
     );
     let uuid = sim_uuid(ex.port);
@@ -371,7 +374,7 @@ fn the_snapshot_keeps_the_series_budget_of_a_scrape() {
     // 64 processes NVML lists, about 8 series each, against a budget of 300; one sample a
     // minute, so that every request of the test sees the first sample's snapshot.
     let ex = Exporter::launch(Launch {
-        config_yaml: "web:\n  max_series: 300\nsim:\n  gpus:\n    - scenario: processes\n      processes: 64\n",
+        config_yaml: "web:\n  max_series: 300\nhistory:\n  expire_after: 2m\nsim:\n  gpus:\n    - scenario: processes\n      processes: 64\n",
         sample_interval: Some("60s"),
         ..Launch::default()
     });
@@ -463,7 +466,7 @@ fn assert_whole_scrape(status: u16, body: &[u8]) {
     let body = String::from_utf8_lossy(body);
     let last = body.lines().last().unwrap_or("");
     assert!(
-        last.starts_with("gpumem_ingest_rejected_total"),
+        last.starts_with("gpumem_ingest_process_table_total"),
         "the body does not end with the last family: {last:?}"
     );
 }

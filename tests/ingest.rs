@@ -447,3 +447,170 @@ fn thousands_of_idle_connections_do_not_hold_the_exporter() {
     );
     assert_eq!(status, 202, "{body}");
 }
+
+/// A client that forges pids over TCP: one kept-alive connection, each report under the next
+/// pid of `pids`, `rounds` times over (re-sending keeps a place "recently heard"); the count of
+/// each status it got.
+fn forge_pids(
+    port: u16,
+    uuid: &str,
+    pids: std::ops::Range<u32>,
+    rounds: u32,
+) -> std::collections::BTreeMap<u16, u64> {
+    use std::io::{BufReader, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let (mut out, mut input) = (s.try_clone().unwrap(), BufReader::new(s));
+    let body = report(uuid, 0);
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..rounds {
+        for pid in pids.clone() {
+            let head = format!(
+                "POST /api/v1/report HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Gpumem-Pid: {pid}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            out.write_all(&[head.as_bytes(), &body].concat()).unwrap();
+            let (status, _) = read_response(&mut input).unwrap();
+            *statuses.entry(status).or_insert(0) += 1;
+        }
+    }
+    statuses
+}
+
+fn table_count(m: &str, sender: &str, outcome: &str) -> f64 {
+    sample_value(
+        m,
+        "gpumem_ingest_process_table_total",
+        &[("sender", sender), ("outcome", outcome)],
+    )
+    .unwrap_or_else(|| panic!("no process table series for {sender}/{outcome}"))
+}
+
+/// The probe's lock-out, with the default limits: one TCP client sends under 1 100 pids (and
+/// sends them again), while this process reports over the socket.
+#[test]
+fn a_client_forging_pids_over_tcp_cannot_lock_out_a_process_on_the_socket() {
+    let e = Exporter::launch(Launch {
+        config_yaml: IDLE_GPU,
+        tcp_ingest: true,
+        ..Default::default()
+    });
+    let uuid = first_uuid(&e.metrics());
+    let forger = {
+        let (port, uuid) = (e.ingest_port, uuid.clone());
+        std::thread::spawn(move || forge_pids(port, &uuid, 100_000..101_100, 2))
+    };
+    let mut answers = Vec::new();
+    while !forger.is_finished() {
+        answers.push(post_unix(
+            &e.socket,
+            "/api/v1/report",
+            "application/json",
+            &report(&uuid, 0),
+        ));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let statuses = forger.join().unwrap();
+    answers.push(post_unix(
+        &e.socket,
+        "/api/v1/report",
+        "application/json",
+        &report(&uuid, 0),
+    ));
+    for (status, body) in &answers {
+        assert_eq!(*status, 202, "the socket's process was refused: {body}");
+    }
+    // One address holds its share (64 pids), however many it sends under.
+    assert_eq!(statuses.get(&202), Some(&(64 * 2)), "{statuses:?}");
+    assert_eq!(statuses.get(&429), Some(&((1100 - 64) * 2)), "{statuses:?}");
+    let m = e.metrics();
+    assert_eq!(table_count(&m, "tcp", "refused"), ((1100 - 64) * 2) as f64);
+    assert_eq!(
+        sample_value(
+            &m,
+            "gpumem_ingest_rejected_total",
+            &[("reason", "too_many_processes")]
+        ),
+        Some(((1100 - 64) * 2) as f64)
+    );
+    assert_eq!(table_count(&m, "socket", "refused"), 0.0);
+    let me = std::process::id().to_string();
+    assert!(
+        sample_value(
+            &m,
+            "gpumem_process_allocated_bytes",
+            &[("pid", me.as_str())]
+        )
+        .is_some(),
+        "the socket's process is shown"
+    );
+    assert!(
+        e.log().contains("process table: new TCP pids refused"),
+        "{}",
+        e.log()
+    );
+
+    // A TCP report may not speak for a pid the kernel named on the socket.
+    let stolen = forge_pids(
+        e.ingest_port,
+        &uuid,
+        std::process::id()..std::process::id() + 1,
+        1,
+    );
+    assert_eq!(stolen.get(&400), Some(&1), "{stolen:?}");
+}
+
+/// A table TCP may fill whole: a process on the socket then takes the place of the TCP pid
+/// heard from least recently, every time it needs one.
+#[test]
+fn a_process_on_the_socket_evicts_forged_pids_from_a_full_table() {
+    let e = Exporter::launch(Launch {
+        config_yaml: "history:\n  max_processes: 64\ningest:\n  max_tcp_processes: 64\n  max_tcp_processes_per_address: 64\nsim:\n  gpus:\n    - scenario: idle\n",
+        tcp_ingest: true,
+        ..Default::default()
+    });
+    let uuid = first_uuid(&e.metrics());
+    let filled = forge_pids(e.ingest_port, &uuid, 200_000..200_064, 1);
+    assert_eq!(filled.get(&202), Some(&64), "{filled:?}");
+    // The gauge follows at the next sample.
+    e.wait_metrics("a table full of forged pids", |m| {
+        sample_value(m, "gpumem_exporter_tracked_processes", &[]) == Some(64.0)
+    });
+    // The forger keeps re-sending beside the socket's reports: they still get in.
+    let forger = {
+        let (port, uuid) = (e.ingest_port, uuid.clone());
+        std::thread::spawn(move || forge_pids(port, &uuid, 200_000..201_100, 1))
+    };
+    let (status, body) = post_unix(
+        &e.socket,
+        "/api/v1/report",
+        "application/json",
+        &report(&uuid, 0),
+    );
+    assert_eq!(status, 202, "{body}");
+    let statuses = forger.join().unwrap();
+    let (status, body) = post_unix(
+        &e.socket,
+        "/api/v1/report",
+        "application/json",
+        &report(&uuid, 0),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        statuses.get(&429).is_some_and(|&n| n >= 1000),
+        "{statuses:?}"
+    );
+    let m = e.metrics();
+    assert!(table_count(&m, "tcp", "evicted") >= 1.0, "{m}");
+    assert_eq!(table_count(&m, "socket", "refused"), 0.0);
+    let me = std::process::id().to_string();
+    assert!(sample_value(
+        &m,
+        "gpumem_process_allocated_bytes",
+        &[("pid", me.as_str())]
+    )
+    .is_some());
+    assert!(sample_value(&m, "gpumem_exporter_tracked_processes", &[]).unwrap() <= 64.0);
+}

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use gpumem_exporter::config::Scenario;
 use gpumem_exporter::config::{Config, SimGpuConfig};
+use gpumem_exporter::connections::Listener;
 use gpumem_exporter::engine::Engine;
 use gpumem_exporter::exporter::families::{families, Kind};
 use gpumem_exporter::runtime::telemetry::Counters;
@@ -41,6 +42,10 @@ fn served() -> BTreeMap<String, String> {
     let mut engine = Engine::new(&cfg, "sim");
     let counters = Counters::default();
     counters.record_errors(0, &[]);
+    // A listener the exporter was started with (gpumem_exporter_ingest_up is served for those).
+    let socket = counters.connections.of(Listener::IngestSocket);
+    socket.configure(false);
+    socket.set_up();
     let mut out = BTreeMap::new();
     for i in 0..1800 {
         let obs = src.sample(i as f64 * 0.1);

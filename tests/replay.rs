@@ -391,3 +391,158 @@ fn a_line_longer_than_the_limit_is_refused_with_memory_bounded() {
     );
     assert!(peak_kib < 64 * 1024, "peak resident memory {peak_kib} KiB");
 }
+
+/// A sample with both parts, as the shared traces hold them.
+fn full_sample(t: f64, allocated: u64) -> String {
+    format!(
+        r#"{{"kind":"sample","t":{t},"nvml":{{"total":80000000000,"free":40000000000,"v2_reserved":500000000,"v2_used":39500000000,"procs":[{{"pid":10,"used":39000000000}}]}},"torch":{{"allocated_bytes.all.current":{allocated},"reserved_bytes.all.current":30000000000}}}}"#
+    )
+}
+
+/// `replay` of `path` (with `extra` flags): its status and stderr.
+fn replay_err(path: &std::path::Path, extra: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("replay")
+        .arg(path)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn samples_repeated_or_in_reverse_are_refused_naming_the_line_or_sorted_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(trace("d1-oom.jsonl")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let body: Vec<&str> = lines.collect();
+
+    // Each sample written 300 times over.
+    let repeated = dir.path().join("repeated.jsonl");
+    let mut t = vec![header.to_string()];
+    for l in body.iter().take(40) {
+        t.extend(std::iter::repeat_n(l.to_string(), 300));
+    }
+    std::fs::write(&repeated, t.join("\n") + "\n").unwrap();
+    let (code, err) = replay_err(&repeated, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("repeated.jsonl:3: sample time") && err.contains("repeats line 2's"),
+        "{err}"
+    );
+    assert!(err.contains("--replay.sort"), "the way out is named: {err}");
+
+    // The whole trace backwards.
+    let reversed = dir.path().join("reversed.jsonl");
+    let mut t = vec![header.to_string()];
+    t.extend(body.iter().rev().map(|l| l.to_string()));
+    std::fs::write(&reversed, t.join("\n") + "\n").unwrap();
+    let (code, err) = replay_err(&reversed, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("reversed.jsonl:") && err.contains("goes back from"),
+        "{err}"
+    );
+
+    // Sorted and de-duplicated on request: the verdict of the trace as recorded, and a warning
+    // that counts what was done.
+    let (_, recorded) = verdict_of(&[trace("d1-oom.jsonl")], None);
+    for (path, out_of_order, repeats) in [(&reversed, None, 0), (&repeated, Some(0), 40 * 299)] {
+        let dir2 = tempfile::tempdir().unwrap();
+        let summary = dir2.path().join("s.json");
+        let out = Command::new(BIN)
+            .arg("replay")
+            .arg(path)
+            .arg("--replay.sort")
+            .arg("--summary")
+            .arg(&summary)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let warning = err
+            .lines()
+            .find(|l| l.contains("sorted by time, repeated lines dropped"))
+            .unwrap_or_else(|| panic!("no warning: {err}"));
+        assert!(
+            warning.contains(&format!("repeated={repeats}")),
+            "{warning}"
+        );
+        if let Some(n) = out_of_order {
+            assert!(warning.contains(&format!("out_of_order={n}")), "{warning}");
+        } else {
+            assert!(!warning.contains("out_of_order=0"), "{warning}");
+        }
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        if path == &reversed {
+            // Every line back in place: the recording's own verdict.
+            assert_eq!(s["oom_t"], recorded["oom_t"]);
+            assert_eq!(s["warning_from_t"], recorded["warning_from_t"]);
+            assert_eq!(s["critical_from_t"], recorded["critical_from_t"]);
+        }
+    }
+}
+
+#[test]
+fn a_truncated_gzip_trace_replays_what_it_held_like_a_truncated_plain_one() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(trace("d1-oom.jsonl")).unwrap();
+    let gz_path = dir.path().join("cut.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    let whole = gz.finish().unwrap();
+    // Cut in the middle of the deflate stream, as a crash mid-write leaves it.
+    std::fs::write(&gz_path, &whole[..whole.len() / 2]).unwrap();
+    let plain_path = dir.path().join("cut.jsonl");
+    std::fs::write(&plain_path, &text[..text.len() / 2]).unwrap();
+    let warning = "the trace ends cut short (a recorder killed mid-write?): it replays up to its last whole line";
+    for path in [&gz_path, &plain_path] {
+        let (_, s) = verdict_of(std::slice::from_ref(path), None);
+        let end = s["end_t"].as_f64().unwrap();
+        assert!(end > 10.0, "{}: replayed up to {end} s", path.display());
+        let (code, err) = replay_err(path, &[]);
+        assert_eq!(code, 0, "{}: {err}", path.display());
+        assert_eq!(err.matches(warning).count(), 1, "{}: {err}", path.display());
+    }
+    // Corrupt, not cut: still an error.
+    let mut corrupt = whole.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid..mid + 64].fill(0xff);
+    std::fs::write(&gz_path, &corrupt).unwrap();
+    let (code, err) = replay_err(&gz_path, &[]);
+    assert_ne!(code, 0, "{err}");
+}
+
+#[test]
+fn a_long_trace_replays_in_memory_bounded_by_the_window_not_the_file() {
+    use std::io::Write;
+    // 360 000 samples, 10 ms apart: an hour of a leak, 150 MB of text.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(
+        f,
+        r#"{{"kind":"header","pid":10,"gpu":"G","gpu_uuid":"GPU-long"}}"#
+    )
+    .unwrap();
+    for i in 0..360_000u64 {
+        writeln!(
+            f,
+            "{}",
+            full_sample(i as f64 * 0.01, 10_000_000_000 + i * 1000)
+        )
+        .unwrap();
+    }
+    f.flush().unwrap();
+    drop(f);
+    let (code, err, peak_kib) = replay_bounded(&[&path], std::time::Duration::from_secs(300));
+    assert_eq!(code, 0, "{err}");
+    eprintln!("replay of 360 000 lines: peak resident memory {peak_kib} KiB");
+    assert!(peak_kib < 48 * 1024, "peak resident memory {peak_kib} KiB");
+}

@@ -430,3 +430,135 @@ fn stalled_tls_handshakes_are_shed_like_idle_connections() {
     assert!(ex.socket.exists());
     drop(held);
 }
+
+/// The exporter-toolkit format in full, as node_exporter reads it: inline PEM, the TLS 1.2
+/// suites and curves by their Go names, client_allowed_sans, http_server_config with http2
+/// and headers, and rate_limit.
+#[test]
+fn the_exporter_toolkit_format_in_full_is_served() {
+    let pki = Pki::new();
+    let cert = std::fs::read_to_string(pki.path("server.crt")).unwrap();
+    let indent = |pem: &str| {
+        pem.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    let web = |sans: &str| {
+        format!(
+            "tls_server_config:\n  cert: |\n{}  key_file: server.key\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n  client_allowed_sans: [{sans}]\n  min_version: TLS12\n  max_version: TLS13\n  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305]\n  prefer_server_cipher_suites: true\n  curve_preferences: [X25519, CurveP256]\nhttp_server_config:\n  http2: false\n  headers:\n    X-Frame-Options: deny\n    X-Content-Type-Options: nosniff\n    Strict-Transport-Security: max-age=31536000\n    Content-Security-Policy: \"\"\nrate_limit:\n  interval: 1s\n  burst: 3\n",
+            indent(&cert)
+        )
+    };
+    let ex = start(&pki.write_web_config(&web("scraper, 10.0.0.1")));
+    let base = format!("https://127.0.0.1:{}", ex.port);
+    let client = pki.client(true);
+    // The limit leaves three at once and one a second: wait for each.
+    let get = |path: &str| loop {
+        let r = client.get(format!("{base}{path}")).send();
+        match r {
+            Ok(r) if r.status() == 429 => std::thread::sleep(Duration::from_millis(300)),
+            other => break other,
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get("/-/ready").map(|r| r.status()).ok() != Some(reqwest::StatusCode::OK) {
+        assert!(Instant::now() < deadline, "not ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = get("/metrics").unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.version(), reqwest::Version::HTTP_11);
+    let h = r.headers();
+    assert_eq!(h["x-frame-options"], "deny");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["strict-transport-security"], "max-age=31536000");
+    assert!(h.get("content-security-policy").is_none(), "blank: unset");
+    assert!(r.text().unwrap().contains("gpumem_device_up"));
+    // Five at once: the burst of three, then 429 with the headers still on.
+    std::thread::sleep(Duration::from_secs(4));
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| client.get(format!("{base}/-/healthy")).send().unwrap())
+        .map(|r| {
+            if r.status() == 429 {
+                assert_eq!(r.headers()["x-frame-options"], "deny");
+            }
+            r.status().as_u16()
+        })
+        .collect();
+    assert_eq!(&statuses[..3], [200, 200, 200], "{statuses:?}");
+    assert!(statuses[3..].contains(&429), "{statuses:?}");
+    drop(ex);
+
+    // The client's certificate names `scraper`: a list without it closes the connection.
+    let ex = start(&pki.write_web_config(&web("someone-else")));
+    let base = format!("https://127.0.0.1:{}", ex.port);
+    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Wait until the port answers at all (a plain TCP connect), then expect refusal.
+    while std::net::TcpStream::connect(("127.0.0.1", ex.port)).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = client.get(format!("{base}/-/healthy")).send();
+    assert!(
+        r.is_err(),
+        "a certificate outside client_allowed_sans was served: {r:?}"
+    );
+}
+
+#[test]
+fn a_web_config_key_outside_the_format_or_a_value_it_refuses_names_the_field() {
+    let pki = Pki::new();
+    let good = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+    let cases: [(String, &[&str]); 7] = [
+        (
+            "http_server_config:\n  http3: true\n".into(),
+            &["http_server_config", "http3"],
+        ),
+        (
+            "http_server_config:\n  headers:\n    Server: gpumem\n".into(),
+            &["http_server_config.headers.Server", "cannot be set"],
+        ),
+        (
+            "http_server_config:\n  headers:\n    X-Frame-Options: allow-from x\n".into(),
+            &[
+                "http_server_config.headers.X-Frame-Options",
+                "deny, sameorigin",
+            ],
+        ),
+        (
+            format!("{good}  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA]\n"),
+            &[
+                "tls_server_config.cipher_suites[0]",
+                "TLS_RSA_WITH_AES_128_CBC_SHA",
+            ],
+        ),
+        (
+            format!("{good}  curve_preferences: [CurveP521]\n"),
+            &["tls_server_config.curve_preferences[0]", "X25519"],
+        ),
+        (
+            format!("{good}  client_allowed_sans: [scraper]\n"),
+            &[
+                "tls_server_config.client_allowed_sans",
+                "RequireAndVerifyClientCert",
+            ],
+        ),
+        (
+            "rate_limit:\n  interval: 1s\n  burst: 0\n".into(),
+            &["rate_limit.burst"],
+        ),
+    ];
+    for (text, wanted) in cases {
+        let (code, err) = check_config(&pki.write_web_config(&text));
+        assert_eq!(code, Some(2), "{text}\n{err}");
+        for w in wanted {
+            assert!(err.contains(w), "`{w}` not in: {err}");
+        }
+    }
+    // node_exporter's own example file, as is.
+    let (code, err) = check_config(&pki.write_web_config(
+        "http_server_config:\n  http2: false\nbasic_auth_users:\n  alice: $2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DyyrdMGA8NjG8Ba3n5W8u\n",
+    ));
+    assert_eq!(code, Some(0), "{err}");
+}

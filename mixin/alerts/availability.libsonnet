@@ -47,6 +47,26 @@ local u = import '../lib/utils.libsonnet';
             ]),
           },
           {
+            alert: 'GpuMemIngestDown',
+            comments:: { expr: |||
+              A configured ingest listener does not listen: the default socket path could not
+              be bound (the exporter serves NVML's metrics without allocator reports), or the
+              socket file was removed after start (a cleaner of /tmp, say). Allocator reports
+              cannot reach the exporter: no leak or fragmentation from inside the processes, and
+              forecasts on NVML's bytes alone. A listener that is not configured has no series.
+            ||| },
+            expr: 'gpumem_exporter_ingest_up == 0',
+            [if c.ingestDownFor != null then 'for']: c.ingestDownFor,
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'gpumem-exporter on {{ $labels.instance }} takes no allocator reports ({{ $labels.listener }} down).',
+              runbook_url: c.runbookURLPattern % 'GpuMemIngestDown',
+            } + u.description([
+              'The {{ $labels.listener }} listener of the exporter on {{ $labels.instance }} has not been listening for ' + u.duration(c.ingestDownFor) + '.',
+              'Training processes cannot report their allocators: leaks the cache hides and fragmentation go unseen, and forecasts rest on NVML alone.',
+            ]),
+          },
+          {
             alert: 'GpuMemoryUnattributed',
             comments:: { expr: |||
               Used memory that no process NVML lists accounts for: a process in a container

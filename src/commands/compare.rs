@@ -91,10 +91,23 @@ pub struct Comparison {
     pub a: Side,
     pub b: Side,
     pub tags: Vec<TagRow>,
-    /// Per GPU index: metric → delta.
+    /// The GPU indices both reports have: the only ones compared.
+    pub gpus: Vec<String>,
+    /// GPU indices only one report has, left out of the comparison (and of the totals).
+    pub only_in_a: Vec<String>,
+    pub only_in_b: Vec<String>,
+    /// Per GPU index both have: metric → delta.
     pub devices: BTreeMap<String, BTreeMap<String, Delta>>,
-    /// Over all GPUs: byte peaks summed, utilization and fragmentation averaged.
+    /// Over the GPUs both have: byte peaks summed, utilization and fragmentation averaged.
     pub totals: BTreeMap<String, Delta>,
+}
+
+/// Reports without a GPU in common: nothing to compare.
+#[derive(Debug, thiserror::Error)]
+#[error("the reports have no GPU in common (A: GPUs {a}; B: GPUs {b}): compare profiles of the same GPUs (profile --devices picks them)")]
+pub struct NoCommonGpu {
+    pub a: String,
+    pub b: String,
 }
 
 fn side(file: &str, r: &ProfileReport) -> Side {
@@ -107,9 +120,13 @@ fn side(file: &str, r: &ProfileReport) -> Side {
     }
 }
 
-/// Sum (bytes) or mean (ratios) of a metric over a report's GPUs.
-fn total(r: &ProfileReport, key: &str, bytes: bool) -> Option<f64> {
-    let v: Vec<f64> = r.devices.values().filter_map(|d| metric(d, key)).collect();
+/// Sum (bytes) or mean (ratios) of a metric over the report's GPUs among `gpus`.
+fn total(r: &ProfileReport, gpus: &[String], key: &str, bytes: bool) -> Option<f64> {
+    let v: Vec<f64> = gpus
+        .iter()
+        .filter_map(|i| r.devices.get(i))
+        .filter_map(|d| metric(d, key))
+        .collect();
     if v.is_empty() {
         return None;
     }
@@ -117,7 +134,21 @@ fn total(r: &ProfileReport, key: &str, bytes: bool) -> Option<f64> {
     Some(if bytes { sum } else { sum / v.len() as f64 })
 }
 
-pub fn compare(a_file: &str, a: &ProfileReport, b_file: &str, b: &ProfileReport) -> Comparison {
+/// GPU indices in numeric order.
+fn sorted_indices<'a>(keys: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut v: Vec<String> = keys.cloned().collect();
+    v.sort_by_key(|k| (k.parse::<u64>().unwrap_or(u64::MAX), k.clone()));
+    v
+}
+
+/// Compare B with A on the GPUs both have: a total over different GPU sets (2 against 5)
+/// would be a difference of hardware, not of runs. Refused when they have none in common.
+pub fn compare(
+    a_file: &str,
+    a: &ProfileReport,
+    b_file: &str,
+    b: &ProfileReport,
+) -> Result<Comparison, NoCommonGpu> {
     let keys: BTreeSet<&String> = a.tags.keys().chain(b.tags.keys()).collect();
     let tags = keys
         .into_iter()
@@ -127,9 +158,17 @@ pub fn compare(a_file: &str, a: &ProfileReport, b_file: &str, b: &ProfileReport)
             b: b.tags.get(k).cloned(),
         })
         .collect();
-    let indices: BTreeSet<&String> = a.devices.keys().chain(b.devices.keys()).collect();
+    let gpus = sorted_indices(a.devices.keys().filter(|k| b.devices.contains_key(*k)));
+    let only_in_a = sorted_indices(a.devices.keys().filter(|k| !b.devices.contains_key(*k)));
+    let only_in_b = sorted_indices(b.devices.keys().filter(|k| !a.devices.contains_key(*k)));
+    if gpus.is_empty() {
+        return Err(NoCommonGpu {
+            a: list_or_none(&sorted_indices(a.devices.keys())),
+            b: list_or_none(&sorted_indices(b.devices.keys())),
+        });
+    }
     let mut devices = BTreeMap::new();
-    for i in indices {
+    for i in &gpus {
         let (da, db) = (a.devices.get(i), b.devices.get(i));
         let mut m = BTreeMap::new();
         for (key, _, _) in METRICS {
@@ -143,20 +182,52 @@ pub fn compare(a_file: &str, a: &ProfileReport, b_file: &str, b: &ProfileReport)
     }
     let mut totals = BTreeMap::new();
     for (key, _, bytes) in METRICS {
-        let (va, vb) = (total(a, key, bytes), total(b, key, bytes));
+        let (va, vb) = (total(a, &gpus, key, bytes), total(b, &gpus, key, bytes));
         if va.is_some() || vb.is_some() {
             totals.insert(key.to_string(), Delta::new(va, vb));
         }
     }
-    Comparison {
+    Ok(Comparison {
         schema_version: SCHEMA_VERSION,
         kind: "compare",
         generated_at: workflow::now_rfc3339(),
         a: side(a_file, a),
         b: side(b_file, b),
         tags,
+        gpus,
+        only_in_a,
+        only_in_b,
         devices,
         totals,
+    })
+}
+
+fn list_or_none(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+impl Comparison {
+    /// What was left out, in words, where the GPU sets differ.
+    pub fn gpu_note(&self) -> Option<String> {
+        if self.only_in_a.is_empty() && self.only_in_b.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if !self.only_in_a.is_empty() {
+            parts.push(format!("GPUs {} only in A", self.only_in_a.join(", ")));
+        }
+        if !self.only_in_b.is_empty() {
+            parts.push(format!("GPUs {} only in B", self.only_in_b.join(", ")));
+        }
+        Some(format!(
+            "the reports cover different GPUs ({}): compared on GPUs {} only, the totals too",
+            parts.join("; "),
+            self.gpus.join(", ")
+        ))
     }
 }
 
@@ -211,7 +282,12 @@ pub fn print_table(c: &Comparison) {
     for i in idx {
         sections.push((format!("GPU {i}"), &c.devices[i]));
     }
-    sections.push(("total (all GPUs)".into(), &c.totals));
+    let total = if c.gpu_note().is_some() {
+        format!("total (GPUs {})", c.gpus.join(", "))
+    } else {
+        "total (all GPUs)".into()
+    };
+    sections.push((total, &c.totals));
     for (title, m) in sections {
         println!();
         println!("{:<22} {:>14} {:>14} {:>24}", title, "A", "B", "B - A");
@@ -248,7 +324,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<ExitCode> {
         &a,
         &args.b.display().to_string(),
         &b,
-    );
+    )?;
+    // On stderr, so that it shows beside the table and the JSON alike.
+    if let Some(note) = c.gpu_note() {
+        eprintln!("note: {note}");
+    }
     let json_on_stdout = args.json || args.output.as_deref().is_some_and(|o| o.as_os_str() == "-");
     if json_on_stdout {
         workflow::write_json(std::path::Path::new("-"), &c)?;

@@ -184,7 +184,7 @@ pub fn run(cfg: &Config, args: &ReplayArgs) -> anyhow::Result<()> {
         Some(c) => Some(workflow::check_plot(c, "--chart")?),
         None => None,
     };
-    let mut source = ReplaySource::open(&args.files)?
+    let mut source = ReplaySource::open_with(&args.files, cfg.replay.disorder())?
         .with_report_interval(cfg.replay.report_interval.as_secs_f64());
     let mut gpus: Vec<GpuSeconds> = source
         .gpu_ids()

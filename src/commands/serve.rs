@@ -127,18 +127,27 @@ async fn serve(
         Arc::clone(&shared.counters.ingest),
         Arc::clone(&clock),
         cfg.ingest.clone(),
+        cfg.history.max_processes,
     );
     let mut tasks = tokio::task::JoinSet::new();
 
+    let listeners = Arc::clone(&shared.counters.connections);
     let mut _socket = None;
     if !cfg.ingest.socket.as_os_str().is_empty() {
         let mode = u32::from_str_radix(cfg.ingest.socket_mode.trim_start_matches("0o"), 8)?;
-        // Metrics matter more than reports: without the socket (no permission for its folder,
-        // say) the exporter still serves, and says loudly what is missing. A socket another
-        // exporter serves on is different: two exporters on one node is a mistake to stop at.
+        // A path someone wrote is a path they need: a socket that cannot be bound there stops
+        // the start. The default one may be missing where the exporter is not root: metrics
+        // matter more than reports, so it degrades, saying loudly what is missing
+        // (gpumem_exporter_ingest_up 0). A socket another exporter serves on is a mistake to
+        // stop at either way.
+        let explicit = cfg.ingest.socket_is_explicit();
+        let status = listeners.of(Listener::IngestSocket);
+        status.configure(explicit);
         match socket::bind(&cfg.ingest.socket, mode) {
             Ok((l, owned)) => {
-                _socket = Some(owned);
+                let owned = Arc::new(owned);
+                _socket = Some(Arc::clone(&owned));
+                status.set_up();
                 tracing::info!(socket = %cfg.ingest.socket.display(), "ingest listening");
                 let (state, stopped) = (ingest_state.clone(), shared.stop.wait());
                 let budget = Arc::clone(&budgets.socket);
@@ -147,20 +156,30 @@ async fn serve(
                         .await
                         .map_err(anyhow::Error::from)
                 });
+                let (listeners, stopped) = (Arc::clone(&listeners), shared.stop.wait());
+                tasks.spawn(async move {
+                    socket::watch(owned, listeners, stopped).await;
+                    Ok(())
+                });
             }
-            Err(e) if e.is::<socket::SocketInUse>() => return Err(e),
-            Err(e) => tracing::error!(
-                error = %e,
-                "allocator reports are OFF; choose a writable --ingest.socket (e.g. /tmp/gpumem.sock, and GPUMEM_INGEST_SOCKET=/tmp/gpumem.sock for the clients), or --ingest.socket= to silence this"
-            ),
+            Err(e) if e.is::<socket::SocketInUse>() || explicit => return Err(e),
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    "allocator reports are OFF; choose a writable --ingest.socket (e.g. /tmp/gpumem.sock, and GPUMEM_INGEST_SOCKET=/tmp/gpumem.sock for the clients), or --ingest.socket= to silence this"
+                );
+                status.set_down(format!("{e:#}"));
+            }
         }
     }
     if let Some(a) = cfg.ingest.tcp_address() {
         let a =
             parse_listen_address(a).map_err(|m| anyhow::anyhow!("ingest.listen_address: {m}"))?;
+        listeners.of(Listener::IngestTcp).configure(true);
         let l = tokio::net::TcpListener::bind(a)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {a} (ingest.listen_address): {e}"))?;
+        listeners.of(Listener::IngestTcp).set_up();
         let bound = l.local_addr().unwrap_or(a);
         tracing::warn!(address = %bound, "TCP ingest on: the sender's pid comes from a header, see docs/ingest.md");
         let (stopped, budget) = (shared.stop.wait(), Arc::clone(&budgets.tcp));

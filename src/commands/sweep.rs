@@ -41,7 +41,16 @@ pub struct SweepReport {
     pub cells: Vec<Cell>,
     /// Reports left out, and why.
     pub skipped: Vec<String>,
+    /// The GPU indices every tabulated report has: peaks are taken over these only.
+    pub gpus: Vec<String>,
+    /// Where the reports cover different GPUs: which were left out of which report.
+    pub note: Option<String>,
 }
+
+/// Tagged reports without a GPU that all of them have.
+#[derive(Debug, thiserror::Error)]
+#[error("the reports have no GPU in common ({0}): a sweep compares runs on the same GPUs (profile --devices picks them)")]
+pub struct NoCommonGpu(pub String);
 
 /// Numbers in numeric order, then everything else in text order.
 pub fn value_order(a: &str, b: &str) -> Ordering {
@@ -53,10 +62,10 @@ pub fn value_order(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// The report's peak for `metric` over its GPUs, with the GPU.
-pub fn peak(r: &ProfileReport, metric: &str) -> Option<(u64, u32)> {
-    r.devices
-        .values()
+/// The report's peak for `metric` over its GPUs among `gpus`, with the GPU.
+pub fn peak(r: &ProfileReport, gpus: &[String], metric: &str) -> Option<(u64, u32)> {
+    gpus.iter()
+        .filter_map(|i| r.devices.get(i))
         .filter_map(|d| {
             let v = match metric {
                 "allocated" => d.peak.allocated,
@@ -68,15 +77,81 @@ pub fn peak(r: &ProfileReport, metric: &str) -> Option<(u64, u32)> {
         .max_by_key(|(v, _)| *v)
 }
 
-pub fn build(reports: &[(String, ProfileReport)], x: &str, y: &str, metric: &str) -> SweepReport {
+/// GPU indices in numeric order.
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort_by_key(|k| (k.parse::<u64>().unwrap_or(u64::MAX), k.clone()));
+    v
+}
+
+/// Peaks across reports are peaks of the same GPUs: where the tagged reports cover different
+/// ones (2 against 5), only those every one of them has count, and the report says so. Refused
+/// when they have none in common.
+pub fn build(
+    reports: &[(String, ProfileReport)],
+    x: &str,
+    y: &str,
+    metric: &str,
+) -> Result<SweepReport, NoCommonGpu> {
     let mut skipped = Vec::new();
+    let tagged: Vec<&(String, ProfileReport)> = reports
+        .iter()
+        .filter(|(file, r)| {
+            let has = r.tags.contains_key(x) && r.tags.contains_key(y);
+            if !has {
+                skipped.push(format!("{file}: no tag `{x}` or `{y}`"));
+            }
+            has
+        })
+        .collect();
+    let mut gpus: Vec<String> = tagged
+        .first()
+        .map(|(_, r)| r.devices.keys().cloned().collect())
+        .unwrap_or_default();
+    gpus.retain(|i| tagged.iter().all(|(_, r)| r.devices.contains_key(i)));
+    let gpus = sorted(gpus);
+    let mut left_out = Vec::new();
+    for (file, r) in &tagged {
+        let extra = sorted(
+            r.devices
+                .keys()
+                .filter(|k| !gpus.contains(k))
+                .cloned()
+                .collect(),
+        );
+        if !extra.is_empty() {
+            left_out.push(format!("GPUs {} of {file}", extra.join(", ")));
+        }
+    }
+    if gpus.is_empty() && !tagged.is_empty() {
+        let each: Vec<String> = tagged
+            .iter()
+            .map(|(file, r)| {
+                let g = sorted(r.devices.keys().cloned().collect());
+                format!(
+                    "{file}: GPUs {}",
+                    if g.is_empty() {
+                        "none".into()
+                    } else {
+                        g.join(", ")
+                    }
+                )
+            })
+            .collect();
+        return Err(NoCommonGpu(each.join("; ")));
+    }
+    let note = (!left_out.is_empty()).then(|| {
+        format!(
+            "the reports cover different GPUs: peaks are taken over GPUs {} only, which every report has ({} left out)",
+            gpus.join(", "),
+            left_out.join("; ")
+        )
+    });
     let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
-    for (file, r) in reports {
+    for (file, r) in tagged {
         let (Some(xv), Some(yv)) = (r.tags.get(x), r.tags.get(y)) else {
-            skipped.push(format!("{file}: no tag `{x}` or `{y}`"));
             continue;
         };
-        let Some((v, gpu)) = peak(r, metric) else {
+        let Some((v, gpu)) = peak(r, &gpus, metric) else {
             skipped.push(format!("{file}: no {metric} peak"));
             continue;
         };
@@ -122,7 +197,7 @@ pub fn build(reports: &[(String, ProfileReport)], x: &str, y: &str, metric: &str
                 .collect()
         })
         .collect();
-    SweepReport {
+    Ok(SweepReport {
         schema_version: SCHEMA_VERSION,
         kind: "sweep",
         generated_at: workflow::now_rfc3339(),
@@ -134,7 +209,9 @@ pub fn build(reports: &[(String, ProfileReport)], x: &str, y: &str, metric: &str
         matrix,
         cells: cells.into_values().collect(),
         skipped,
-    }
+        gpus,
+        note,
+    })
 }
 
 pub fn print_table(s: &SweepReport) {
@@ -210,7 +287,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     for p in &args.reports {
         reports.push((p.display().to_string(), read_report(p)?));
     }
-    let s = build(&reports, &args.x, &args.y, &args.metric);
+    let s = build(&reports, &args.x, &args.y, &args.metric)?;
+    if let Some(note) = &s.note {
+        eprintln!("note: {note}");
+    }
     if s.cells.is_empty() {
         for k in &s.skipped {
             eprintln!("skipped {k}");

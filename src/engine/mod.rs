@@ -302,6 +302,19 @@ impl Engine {
         self.procs.len()
     }
 
+    /// Forget what `pid`'s reports alone put in the table: its entries on GPUs where NVML does
+    /// not list it now. The ingest endpoint makes room this way for a sender the kernel vouches
+    /// for, at the cost of one it cannot (src/ingest/admission.rs). How many entries went.
+    pub fn forget_reporter(&mut self, pid: u32) -> usize {
+        let before = self.procs.len();
+        self.procs.retain(|k, p| k.0 != pid || p.listed_now);
+        let gone = before - self.procs.len();
+        if gone > 0 {
+            self.changes += 1;
+        }
+        gone
+    }
+
     fn trust(&self) -> Trust {
         Trust {
             required: self.cfg.ingest.require_nvml_listing,

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::webconfig::{self, WebSecurity, HANDSHAKE_TIMEOUT};
 use super::{encode, families};
 use crate::config::WEB_ROUTES;
-use crate::connections::{serve_connection, Budget};
+use crate::connections::{serve_connection, Budget, Listener};
 use crate::engine::{current, Engine};
 use crate::runtime::telemetry::Counters;
 use crate::snapshot::Snapshot;
@@ -216,12 +216,22 @@ async fn healthy() -> &'static str {
     "OK\n"
 }
 
+/// Ready once a sample is taken, and while every ingest listener configured explicitly
+/// listens: a socket path someone chose that no client can reach is not a working exporter.
 async fn ready(State(st): State<WebState>) -> Response {
-    if st.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no sample taken yet\n").into_response()
+    if !st.ready.load(Ordering::Acquire) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no sample taken yet\n").into_response();
     }
+    for l in [Listener::IngestSocket, Listener::IngestTcp] {
+        if let Some(why) = st.counters.connections.of(l).required_but_down() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{} is down: {why}\n", l.as_str()),
+            )
+                .into_response();
+        }
+    }
+    (StatusCode::OK, "ready\n").into_response()
 }
 
 /// The snapshot under the same series budget as a scrape: whoever can read one can read the
@@ -309,6 +319,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = webconfig::protect(app, &security);
     let acceptor = security.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let security = Arc::new(security);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -335,6 +346,7 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let app = app.clone();
         let acceptor = acceptor.clone();
+        let security = Arc::clone(&security);
         tokio::spawn(async move {
             let Some(a) = acceptor else {
                 return serve_connection(tcp, app, ticket, idle_timeout, watcher).await;
@@ -347,6 +359,11 @@ pub async fn serve(
                 () = ticket.closed() => return,
             };
             match tls {
+                // client_allowed_sans: a verified certificate that names none of them is
+                // closed before any request, as the format's servers do.
+                Ok(Ok(tls)) if !security.client_allowed(tls.get_ref().1.peer_certificates()) => {
+                    tracing::debug!(%peer, "client certificate names none of client_allowed_sans");
+                }
                 Ok(Ok(tls)) => serve_connection(tls, app, ticket, idle_timeout, watcher).await,
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

@@ -46,7 +46,17 @@ pub fn parse(body: &[u8]) -> Result<Report, Rejection> {
     let mut report: Report = serde_path_to_error::deserialize(probe).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let reason = if inner.to_string().contains("invalid value") {
+        let text = inner.to_string();
+        // A number where an integer belongs is a number out of range, like `-1`: the right
+        // JSON type, a value this field cannot take. A string or an object there is malformed.
+        if text.starts_with("invalid type: floating point") {
+            let shown = text.split('`').nth(1).unwrap_or("?");
+            return Rejection::new(
+                RejectReason::InvalidValue,
+                format!("{path}: {shown} is not a whole number as this field takes it; send an integer without a fraction or an exponent (1000, not 1000.0 or 1e3)"),
+            );
+        }
+        let reason = if text.contains("invalid value") {
             RejectReason::InvalidValue
         } else {
             RejectReason::Malformed
@@ -57,13 +67,44 @@ pub fn parse(body: &[u8]) -> Result<Report, Rejection> {
     Ok(report)
 }
 
-/// Keep label values printable and short; a label is no place for a payload.
+/// Keep label values printable and short; a label is no place for a payload. Control
+/// characters go, and so do the invisible format characters (Unicode category Cf) and the line
+/// and paragraph separators: a right-to-left override (U+202E) would make a dashboard show
+/// `gpj` for `jpg`, a zero-width space two identical-looking values.
 pub fn sanitize_label(value: &str, max_chars: usize) -> String {
     value
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| !c.is_control() && !is_format(c))
         .take(max_chars)
         .collect()
+}
+
+/// Unicode's format characters (general category Cf, Unicode 15), and U+2028/U+2029.
+fn is_format(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x2028..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
 }
 
 fn check_bytes(path: &str, v: Option<u64>) -> Result<(), Rejection> {
@@ -71,6 +112,14 @@ fn check_bytes(path: &str, v: Option<u64>) -> Result<(), Rejection> {
         Some(v) if v > MAX_BYTES => Err(invalid(format!(
             "{path}: {v} is absurd (more than 2^53 bytes)"
         ))),
+        _ => Ok(()),
+    }
+}
+
+/// A count (segments, retries, OOMs) within what a process could ever reach.
+fn check_count(path: &str, v: Option<u64>) -> Result<(), Rejection> {
+    match v {
+        Some(v) if v > MAX_BYTES => Err(invalid(format!("{path}: {v} is absurd (more than 2^53)"))),
         _ => Ok(()),
     }
 }
@@ -131,11 +180,15 @@ fn validate(r: &mut Report) -> Result<(), Rejection> {
             ("allocated_peak_bytes", d.allocated_peak_bytes),
             ("reserved_peak_bytes", d.reserved_peak_bytes),
             ("largest_free_block_bytes", d.largest_free_block_bytes),
+        ] {
+            check_bytes(&p(f), v)?;
+        }
+        for (f, v) in [
             ("segments", d.segments),
             ("alloc_retries", d.alloc_retries),
             ("ooms", d.ooms),
         ] {
-            check_bytes(&p(f), v)?;
+            check_count(&p(f), v)?;
         }
         if d.allocated_bytes > d.reserved_bytes.saturating_add(ALLOCATED_SLACK) {
             return Err(invalid(format!(
@@ -298,6 +351,58 @@ mod tests {
         let job = r.identity.job.unwrap();
         assert!(job.chars().all(|c| !c.is_control()));
         assert_eq!(job.chars().count(), 128);
+    }
+
+    #[test]
+    fn a_number_an_integer_field_cannot_take_is_an_invalid_value_however_it_is_written() {
+        for (raw, shown) in [
+            ("1000.0", "1000"),
+            ("2e3", "2000"),
+            ("0.5", "0.5"),
+            ("-1", "-1"),
+        ] {
+            let body = format!(
+                r#"{{"version":1,"devices":[{{"uuid":"GPU-1","allocated_bytes":{raw},"reserved_bytes":20}}]}}"#
+            );
+            let e = parse(body.as_bytes()).unwrap_err();
+            assert_eq!(e.reason, RejectReason::InvalidValue, "{raw}: {}", e.message);
+            assert!(
+                e.message.starts_with("devices[0].allocated_bytes: ") && e.message.contains(shown),
+                "{raw}: {}",
+                e.message
+            );
+        }
+        // The wrong JSON type is still malformed.
+        let e = parse(br#"{"version":1,"devices":[{"uuid":"GPU-1","allocated_bytes":"1000","reserved_bytes":20}]}"#)
+            .unwrap_err();
+        assert_eq!(e.reason, RejectReason::Malformed);
+    }
+
+    #[test]
+    fn an_absurd_count_is_not_called_bytes() {
+        let mut v = ok_body();
+        v["devices"][0]["segments"] = (1u64 << 62).into();
+        let e = parse_value(v).unwrap_err();
+        assert_eq!(e.reason, RejectReason::InvalidValue);
+        assert!(e.message.contains("devices[0].segments"), "{}", e.message);
+        assert!(
+            e.message.contains("more than 2^53") && !e.message.contains("bytes"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn bidi_and_other_invisible_characters_leave_label_values() {
+        let mut v = ok_body();
+        v["identity"]["job"] =
+            "evil\u{202E}gpj.exe\u{200B}\u{2066}x\u{FEFF}\u{2028}y\u{E0041}".into();
+        v["phase"] = "fwd\u{200D}".into();
+        let r = parse_value(v).unwrap();
+        assert_eq!(r.identity.job.as_deref(), Some("evilgpj.exexy"));
+        assert_eq!(r.phase, Some(Some("fwd".to_string())));
+        // Letters of every script stay.
+        assert_eq!(sanitize_label("训练-σ-עברית", 64), "训练-σ-עברית");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,12 +17,13 @@ use axum::{Json, Router};
 use serde_json::json;
 use tower::ServiceExt;
 
+use super::admission::{Admission, Outcome, Refusal, Sender, TableCounters};
 use super::report;
 use crate::config::IngestConfig;
 use crate::connections::{serve_connection, Budget};
-use crate::engine::Engine;
+use crate::engine::{Applied, Engine};
 use crate::model::Time;
-use crate::model::{RejectReason, Rejection};
+use crate::model::{RejectReason, Rejection, Report};
 
 pub const REPORT_PATH: &str = "/api/v1/report";
 pub const PID_HEADER: &str = "x-gpumem-pid";
@@ -31,8 +33,9 @@ pub const PID_HEADER: &str = "x-gpumem-pid";
 pub enum Peer {
     /// From the kernel (SO_PEERCRED): trusted.
     Unix { pid: Option<u32> },
-    /// TCP: the pid comes from a header anyone can write.
-    Tcp,
+    /// TCP: the pid comes from a header anyone can write; the source address is what the
+    /// process table limits.
+    Tcp { addr: IpAddr },
 }
 
 /// A connection's stream, and who is at its other end.
@@ -56,7 +59,11 @@ impl PeerStream for tokio::net::UnixStream {
 
 impl PeerStream for tokio::net::TcpStream {
     fn peer(&self) -> Peer {
-        Peer::Tcp
+        let addr = self
+            .peer_addr()
+            .map(|a| a.ip())
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        Peer::Tcp { addr }
     }
 }
 
@@ -102,6 +109,8 @@ pub struct IngestCounters {
     pub reports: AtomicU64,
     pub unlisted: AtomicU64,
     rejected: [AtomicU64; RejectReason::ALL.len()],
+    /// New pids the process table refused or evicted, by kind of sender.
+    pub table: TableCounters,
 }
 
 impl IngestCounters {
@@ -121,6 +130,8 @@ pub struct IngestState {
     clock: Arc<dyn Fn() -> Time + Send + Sync>,
     limits: Arc<IngestConfig>,
     rates: Arc<Mutex<Rates>>,
+    /// The process table's places by kind of sender.
+    admission: Arc<Mutex<Admission>>,
     /// Pids already warned about reporting on a GPU NVML does not list them on.
     warned: Arc<Mutex<HashSet<u32>>>,
 }
@@ -131,6 +142,7 @@ impl IngestState {
         counters: Arc<IngestCounters>,
         clock: Arc<dyn Fn() -> Time + Send + Sync>,
         limits: IngestConfig,
+        max_processes: usize,
     ) -> Self {
         IngestState {
             engine,
@@ -140,6 +152,11 @@ impl IngestState {
                 rate: f64::from(limits.max_reports_per_second),
                 buckets: HashMap::new(),
             })),
+            admission: Arc::new(Mutex::new(Admission::new(
+                limits.max_tcp_processes.min(max_processes),
+                limits.max_tcp_processes_per_address,
+                limits.expire_after,
+            ))),
             limits: Arc::new(limits),
             warned: Arc::new(Mutex::new(HashSet::new())),
         }
@@ -208,7 +225,7 @@ async fn handle_report(
                 ),
             )
         }
-        Peer::Tcp => match headers
+        Peer::Tcp { .. } => match headers
             .get(PID_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u32>().ok())
@@ -274,11 +291,7 @@ async fn handle_report(
         Err(r) => return reject(&st.counters, r),
     };
     let t = (st.clock)();
-    let applied = {
-        let mut engine = st.engine.lock().unwrap_or_else(|e| e.into_inner());
-        engine.report(pid, t, &parsed)
-    };
-    match applied {
+    match store(&st, peer, pid, t, &parsed) {
         Ok(a) => {
             st.counters.reports.fetch_add(1, Ordering::Relaxed);
             let mut answer = json!({"accepted": true, "pid": pid});
@@ -295,6 +308,75 @@ async fn handle_report(
         }
         Err(r) => reject(&st.counters, r),
     }
+}
+
+/// Store a parsed report within the process table's shares (src/ingest/admission.rs): a TCP
+/// pid over its share is refused; a socket peer that finds the table full takes the place of
+/// the TCP pid heard from least recently, as many times as its report needs.
+fn store(
+    st: &IngestState,
+    peer: Peer,
+    pid: u32,
+    t: Time,
+    report: &Report,
+) -> Result<Applied, Rejection> {
+    let now = Instant::now();
+    // Taken before the engine's and held across it: admission and storing are one step.
+    let mut adm = st.admission.lock().unwrap_or_else(|e| e.into_inner());
+    if let Peer::Tcp { addr } = peer {
+        if let Err(refusal) = adm.check_tcp(pid, addr, now) {
+            let reason = match refusal {
+                Refusal::SocketPid => RejectReason::InvalidValue,
+                _ => {
+                    adm.count(&st.counters.table, Sender::Tcp, Outcome::Refused, 1, now);
+                    RejectReason::TooManyProcesses
+                }
+            };
+            return Err(Rejection::new(reason, refusal.message(pid)));
+        }
+    }
+    let mut engine = st.engine.lock().unwrap_or_else(|e| e.into_inner());
+    let mut applied = engine.report(pid, t, report);
+    if let Peer::Unix { .. } = peer {
+        let mut evicted = 0;
+        while matches!(&applied, Err(r) if r.reason == RejectReason::TooManyProcesses) {
+            let Some(victim) = adm.evict_tcp() else {
+                break;
+            };
+            if engine.forget_reporter(victim) > 0 {
+                evicted += 1;
+                applied = engine.report(pid, t, report);
+            }
+        }
+        drop(engine);
+        if evicted > 0 {
+            adm.count(
+                &st.counters.table,
+                Sender::Tcp,
+                Outcome::Evicted,
+                evicted,
+                now,
+            );
+        }
+        match &applied {
+            Ok(_) => adm.heard_socket(pid, now),
+            Err(r) if r.reason == RejectReason::TooManyProcesses => {
+                adm.count(&st.counters.table, Sender::Socket, Outcome::Refused, 1, now)
+            }
+            Err(_) => {}
+        }
+    } else if let Peer::Tcp { addr } = peer {
+        drop(engine);
+        match &applied {
+            Ok(_) => adm.heard_tcp(pid, addr, now),
+            // A table full of NVML-listed processes and socket peers: refused all the same.
+            Err(r) if r.reason == RejectReason::TooManyProcesses => {
+                adm.count(&st.counters.table, Sender::Tcp, Outcome::Refused, 1, now)
+            }
+            Err(_) => {}
+        }
+    }
+    applied
 }
 
 pub fn router(state: IngestState) -> Router {
@@ -333,7 +415,7 @@ where
         let peer = io.peer();
         let pid = match peer {
             Peer::Unix { pid } => pid,
-            Peer::Tcp => None,
+            Peer::Tcp { .. } => None,
         };
         let ticket = match budget.admit(pid) {
             Ok(t) => t,

@@ -47,7 +47,12 @@ fn take_lock(socket: &Path) -> anyhow::Result<File> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| anyhow::anyhow!("ingest.socket: cannot open {}: {e}", path.display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "ingest.socket: cannot create the lock file {} beside the socket: {e}",
+                path.display()
+            )
+        })?;
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -72,21 +77,52 @@ fn take_lock(socket: &Path) -> anyhow::Result<File> {
     Ok(f)
 }
 
+/// The longest path a Unix socket can be bound at: `sun_path` holds 108 bytes on Linux, the
+/// last one the terminating NUL.
+pub const MAX_PATH_BYTES: usize = 107;
+
+/// What stands at `path` where a socket should be, in words; `None` for nothing, or a socket.
+fn not_a_socket(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let ft = meta.file_type();
+    let what = if ft.is_socket() {
+        return None;
+    } else if ft.is_symlink() {
+        // Never followed: whoever can write the folder could point it anywhere.
+        "is a symbolic link, which the exporter does not follow; give the socket's own path"
+    } else if ft.is_dir() {
+        "is a directory; give the path of the socket file inside it, e.g. <dir>/ingest.sock"
+    } else if ft.is_file() {
+        "is a regular file, not a socket; remove it if nothing needs it, or choose another path"
+    } else {
+        "exists and is not a socket (a device or a pipe); choose another path"
+    };
+    Some(format!("ingest.socket: {} {what}", path.display()))
+}
+
 /// Bind the Unix socket with the configured mode: refused when another process serves on it,
 /// a stale socket file replaced, any other file left alone.
 pub fn bind(path: &Path, mode: u32) -> anyhow::Result<(tokio::net::UnixListener, OwnedSocket)> {
+    if path.as_os_str().len() > MAX_PATH_BYTES {
+        anyhow::bail!(
+            "ingest.socket: {} is {} bytes long; a Unix socket's path holds at most {MAX_PATH_BYTES}",
+            path.display(),
+            path.as_os_str().len()
+        );
+    }
+    // Before the lock, so that a wrong path leaves no lock file beside it.
+    if let Some(why) = not_a_socket(path) {
+        anyhow::bail!(why);
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("ingest.socket: cannot create {}: {e}", dir.display()))?;
     }
     let lock = take_lock(path)?;
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        // Only ever remove a socket, never a file someone put there.
-        if !meta.file_type().is_socket() {
-            anyhow::bail!(
-                "ingest.socket: {} exists and is not a socket",
-                path.display()
-            );
+    if std::fs::symlink_metadata(path).is_ok() {
+        // Only ever remove a socket, never a file someone put there (since the check above).
+        if let Some(why) = not_a_socket(path) {
+            anyhow::bail!(why);
         }
         // An exporter older than the lock, or another program: alive if it answers.
         match std::os::unix::net::UnixStream::connect(path) {
@@ -118,6 +154,59 @@ pub fn bind(path: &Path, mode: u32) -> anyhow::Result<(tokio::net::UnixListener,
             _lock: lock,
         },
     ))
+}
+
+impl OwnedSocket {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the path still holds the socket this exporter bound; if not, why (removed by
+    /// a cleaner of temporary files, replaced by another program): clients can no longer
+    /// reach this exporter there.
+    pub fn check(&self) -> Result<(), String> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_socket() && (m.dev(), m.ino()) == self.id => Ok(()),
+            Ok(_) => Err(format!(
+                "{} is no longer the socket this exporter bound (replaced)",
+                self.path.display()
+            )),
+            Err(e) => Err(format!(
+                "{} is gone ({e}): removed after the exporter bound it",
+                self.path.display()
+            )),
+        }
+    }
+}
+
+/// How often the socket's path is looked at.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Look at the socket's path every `WATCH_INTERVAL` until `stop`: once it no longer holds
+/// the socket this exporter bound, the listener is down (`gpumem_exporter_ingest_up` 0, and
+/// readiness fails where the path was configured), said once in the log.
+pub async fn watch(
+    owned: std::sync::Arc<OwnedSocket>,
+    status: std::sync::Arc<crate::connections::ConnectionCounters>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let listener = status.of(crate::connections::Listener::IngestSocket);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+            _ = &mut stop => return,
+        }
+        if let Err(why) = owned.check() {
+            tracing::error!(
+                socket = %owned.path().display(),
+                reason = %why,
+                "allocator reports can no longer reach this exporter: its ingest socket is gone; restart it to bind the socket again"
+            );
+            listener.set_down(why);
+            return;
+        }
+    }
 }
 
 impl Drop for OwnedSocket {

@@ -51,10 +51,12 @@ pub fn open(cfg: &Config, reports: Reports) -> anyhow::Result<Box<dyn Source>> {
     Ok(match &cfg.source {
         SourceSpec::Sim => Box::new(sim::SimSource::new(&cfg.sim)),
         SourceSpec::Replay(files) => Box::new(
-            replay::ReplaySource::open(files)?.with_report_interval(match reports {
-                Reports::AtClientRate => cfg.replay.report_interval.as_secs_f64(),
-                Reports::All => 0.0,
-            }),
+            replay::ReplaySource::open_with(files, cfg.replay.disorder())?.with_report_interval(
+                match reports {
+                    Reports::AtClientRate => cfg.replay.report_interval.as_secs_f64(),
+                    Reports::All => 0.0,
+                },
+            ),
         ),
         SourceSpec::Nvml => Box::new(device::DeviceSource::new(
             nvml::NvmlBackend::open(device::start_limit(cfg.nvml.deadline))?,

@@ -2,9 +2,14 @@
 //! (same `gpu_uuid`); they are merged onto it and aligned by `t0_unix` or `start_offset_s`.
 //! The NVML part of each sample feeds the source path, the `torch` part the allocator-report
 //! path, exactly as live data would.
+//!
+//! Replay tells the truth about its input: each trace is read through once and checked (every
+//! line, its time order: see `Order`), then replayed as it is read again, so that memory
+//! follows `REORDER_WINDOW_SECONDS` of trace time, not the length of the file.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, Read};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::io::{BufRead, Read as _};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -130,7 +135,8 @@ pub struct Failure {
     pub message: Option<String>,
 }
 
-/// One trace file, parsed.
+/// One trace file, parsed whole (in memory: the fuzzer and tests; `ReplaySource::open` reads
+/// files as it goes instead).
 #[derive(Debug, Clone)]
 pub struct Trace {
     pub path: PathBuf,
@@ -150,6 +156,25 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// millennia; recordings for a bug report last minutes to hours.
 pub const MAX_TRACE_SECONDS: f64 = 7.0 * 86_400.0;
 
+/// How far behind the newest line of its trace a line may lie. A trace holds up to three
+/// streams, each in time order: NVML samples (written by the recorder), allocator samples and
+/// events (written inside the process). A recording cut short before the recorder tidied it
+/// has them interleaved a little late (a tick, or the lines a process wrote before its GPU was
+/// known). Replay reads this far ahead of what it hands on and keeps no more than that in
+/// memory, so memory follows this window, not the file's length.
+pub const REORDER_WINDOW_SECONDS: f64 = 60.0;
+
+/// What replay does with a trace whose lines are out of time order or repeated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Disorder {
+    /// Refuse it, naming the file and line (the default: such a trace is not a recording).
+    #[default]
+    Refuse,
+    /// Sort each such trace by time and drop repeated lines, with a warning that counts them
+    /// (`--replay.sort`). The trace is then held in memory whole.
+    Sort,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     // Not a `source` field: the message already carries it, and `{:#}` would print it twice.
@@ -165,106 +190,219 @@ pub enum TraceError {
     Span(String),
 }
 
-/// Parse a trace from any reader; `name` is used in errors.
+/// One line's item, and where it was.
+struct Read {
+    line: usize,
+    t: f64,
+    item: Item,
+}
+
+/// A trace read line by line: the header first, then one item at a time.
 ///
 /// A last line without its newline that does not parse is what a recorder killed mid-write
-/// leaves: it is dropped with a warning, and the trace up to it replays. Anywhere else a
-/// malformed line is an error that names it.
-pub fn parse_trace(mut reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
-    let mut header = None;
-    let mut items = Vec::new();
-    let mut raw = Vec::new();
-    for i in 0.. {
-        let bad = |message: String| TraceError::Parse {
-            path: name.into(),
-            line: i + 1,
-            message,
-        };
-        raw.clear();
-        // Never more than one line over the limit in memory, however long the line.
-        let n = (&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut raw)
-            .map_err(|e| bad(e.to_string()))?;
-        if n == 0 {
-            break;
-        }
-        if raw.len() > MAX_LINE_BYTES {
-            return Err(bad(format!(
-                "the line is longer than {} MiB; a recording's lines are far shorter",
-                MAX_LINE_BYTES >> 20
-            )));
-        }
-        let buf = std::str::from_utf8(&raw).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-        let line = buf.trim_end_matches(['\n', '\r']);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed: Line = match serde_json::from_str(line) {
-            Ok(l) => l,
-            Err(_) if !buf.ends_with('\n') && header.is_some() => {
-                tracing::warn!(
-                    trace = name,
-                    line = i + 1,
-                    "last line cut short (a recorder killed mid-write?): dropped"
-                );
-                break;
-            }
-            Err(e) => {
+/// leaves: it is dropped, and the trace up to it replays. So is the end of a gzip stream cut
+/// short (a `.jsonl.gz` copied while it was written, or cut by a crash): what it held
+/// replays. Both say so with the same warning. Anywhere else a malformed line is an error that
+/// names it.
+struct Lines<R> {
+    reader: R,
+    name: String,
+    line: usize,
+    raw: Vec<u8>,
+    header: Header,
+    ended: bool,
+    /// Say in the log that the trace was cut short (the first of several reads does).
+    warn: bool,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(mut reader: R, name: &str, warn: bool) -> Result<Self, TraceError> {
+        let mut line = 0;
+        let mut raw = Vec::new();
+        loop {
+            let (read, cut) = read_line(&mut reader, &mut raw, name, line + 1)?;
+            if read == 0 && !cut {
                 return Err(TraceError::Parse {
                     path: name.into(),
-                    line: i + 1,
-                    message: e.to_string(),
-                })
+                    line: 0,
+                    message: "empty trace: no header".into(),
+                });
             }
-        };
-        let bad = |message: &str| bad(message.into());
-        match parsed {
-            Line::Header(h) => {
-                if header.is_some() {
-                    return Err(bad("a second header"));
+            line += 1;
+            let text = utf8(&raw, name, line)?;
+            if text.trim().is_empty() {
+                if cut {
+                    return Err(TraceError::Parse {
+                        path: name.into(),
+                        line: 0,
+                        message: "empty trace: no header".into(),
+                    });
                 }
-                for (field, v) in [("t0_unix", h.t0_unix), ("start_offset_s", h.start_offset_s)] {
-                    if v.is_some_and(|v| !v.is_finite()) {
-                        return Err(bad(&format!("{field} is not a finite number")));
+                continue;
+            }
+            let parsed: Line =
+                serde_json::from_str(text.trim_end_matches(['\n', '\r'])).map_err(|e| {
+                    TraceError::Parse {
+                        path: name.into(),
+                        line,
+                        message: e.to_string(),
                     }
+                })?;
+            let Line::Header(h) = parsed else {
+                return Err(TraceError::Parse {
+                    path: name.into(),
+                    line,
+                    message: "the first line must be the header".into(),
+                });
+            };
+            for (field, v) in [("t0_unix", h.t0_unix), ("start_offset_s", h.start_offset_s)] {
+                if v.is_some_and(|v| !v.is_finite()) {
+                    return Err(TraceError::Parse {
+                        path: name.into(),
+                        line,
+                        message: format!("{field} is not a finite number"),
+                    });
                 }
-                header = Some(h);
             }
-            _ if header.is_none() => return Err(bad("the first line must be the header")),
-            Line::Sample { t, nvml, torch } => {
-                check_time(t).map_err(|m| bad(&format!("sample time {m}")))?;
-                items.push((t, Item::Sample { nvml, torch }));
-            }
-            Line::Event {
-                t,
-                name,
-                error,
-                request_bytes,
-                device_free,
-            } => {
-                check_time(t).map_err(|m| bad(&format!("event time {m}")))?;
-                items.push((
-                    t,
-                    Item::Event {
-                        name,
-                        message: error,
-                        request_bytes,
-                        device_free,
-                    },
-                ));
-            }
+            return Ok(Lines {
+                reader,
+                name: name.into(),
+                line,
+                raw,
+                header: h,
+                ended: cut,
+                warn,
+            });
         }
     }
-    let header = header.ok_or_else(|| TraceError::Parse {
+
+    fn cut_short(&mut self) -> Option<Read> {
+        self.ended = true;
+        if self.warn {
+            tracing::warn!(
+                trace = %self.name,
+                line = self.line,
+                "the trace ends cut short (a recorder killed mid-write?): it replays up to its last whole line"
+            );
+        }
+        None
+    }
+
+    /// The next item, or `None` at the end.
+    fn next(&mut self) -> Result<Option<Read>, TraceError> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            let (n, cut) = read_line(&mut self.reader, &mut self.raw, &self.name, self.line + 1)?;
+            if n == 0 {
+                return Ok(if cut { self.cut_short() } else { None });
+            }
+            self.line += 1;
+            let line = self.line;
+            let bad = |message: String| TraceError::Parse {
+                path: self.name.clone(),
+                line,
+                message,
+            };
+            let buf = utf8(&self.raw, &self.name, line)?;
+            let whole = buf.ends_with('\n') && !cut;
+            let text = buf.trim_end_matches(['\n', '\r']);
+            if text.trim().is_empty() {
+                if cut {
+                    return Ok(self.cut_short());
+                }
+                continue;
+            }
+            let parsed: Line = match serde_json::from_str(text) {
+                Ok(l) => l,
+                Err(_) if !whole => {
+                    self.line -= 1;
+                    return Ok(self.cut_short());
+                }
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            let read = match parsed {
+                Line::Header(_) => return Err(bad("a second header".into())),
+                Line::Sample { t, nvml, torch } => {
+                    check_time(t).map_err(|m| bad(format!("sample time {m}")))?;
+                    Read {
+                        line,
+                        t,
+                        item: Item::Sample { nvml, torch },
+                    }
+                }
+                Line::Event {
+                    t,
+                    name,
+                    error,
+                    request_bytes,
+                    device_free,
+                } => {
+                    check_time(t).map_err(|m| bad(format!("event time {m}")))?;
+                    Read {
+                        line,
+                        t,
+                        item: Item::Event {
+                            name,
+                            message: error,
+                            request_bytes,
+                            device_free,
+                        },
+                    }
+                }
+            };
+            if cut {
+                // The last line whole before the stream broke off: it counts, then the end.
+                self.cut_short();
+            }
+            return Ok(Some(read));
+        }
+    }
+}
+
+/// Read one line into `raw` (cleared first), never more than `MAX_LINE_BYTES` of it. `cut`:
+/// the input broke off (a gzip stream cut short) after what `raw` holds.
+fn read_line(
+    reader: &mut impl BufRead,
+    raw: &mut Vec<u8>,
+    name: &str,
+    line: usize,
+) -> Result<(usize, bool), TraceError> {
+    raw.clear();
+    // Never more than one line over the limit in memory, however long the line.
+    let read = reader
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', raw);
+    let (n, cut) = match read {
+        Ok(n) => (n, false),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => (raw.len(), true),
+        Err(e) => {
+            return Err(TraceError::Parse {
+                path: name.into(),
+                line,
+                message: e.to_string(),
+            })
+        }
+    };
+    if raw.len() > MAX_LINE_BYTES {
+        return Err(TraceError::Parse {
+            path: name.into(),
+            line,
+            message: format!(
+                "the line is longer than {} MiB; a recording's lines are far shorter",
+                MAX_LINE_BYTES >> 20
+            ),
+        });
+    }
+    Ok((n, cut))
+}
+
+fn utf8<'a>(raw: &'a [u8], name: &str, line: usize) -> Result<&'a str, TraceError> {
+    std::str::from_utf8(raw).map_err(|e| TraceError::Parse {
         path: name.into(),
-        line: 0,
-        message: "empty trace: no header".into(),
-    })?;
-    Ok(Trace {
-        path: PathBuf::from(name),
-        header,
-        items,
+        line,
+        message: format!("not UTF-8: {e}"),
     })
 }
 
@@ -282,22 +420,235 @@ fn check_time(t: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// Read a trace file; a name ending in `.gz` is gunzipped (recordings attached to bug reports
-/// are often compressed).
-pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
+/// The time order of one trace's lines: each stream (NVML samples, allocator samples, events)
+/// forward in time, a sample's time never twice in its stream nor an event twice at one time,
+/// and no line more than `REORDER_WINDOW_SECONDS` behind the newest before it.
+#[derive(Default)]
+struct Order {
+    nvml: Option<(f64, usize)>,
+    torch: Option<(f64, usize)>,
+    event: Option<(f64, usize, String)>,
+    newest: Option<(f64, usize)>,
+    /// Lines out of time order, and lines repeated, seen so far.
+    backwards: u64,
+    repeated: u64,
+}
+
+impl Order {
+    /// Where `r` breaks the order, in words (counted), or `None`.
+    fn check(&mut self, r: &Read) -> Option<String> {
+        let t = r.t;
+        let mut broken = None;
+        let mut stream = |prev: &mut Option<(f64, usize)>, what: &str| match *prev {
+            Some((pt, pl)) if t < pt => {
+                broken.get_or_insert((
+                    false,
+                    format!("{what} time {t} goes back from {pt} (line {pl})"),
+                ));
+            }
+            Some((pt, pl)) if t == pt => {
+                broken.get_or_insert((
+                    true,
+                    format!("{what} time {t} repeats line {pl}'s (a sample written twice?)"),
+                ));
+            }
+            _ => *prev = Some((t, r.line)),
+        };
+        match &r.item {
+            Item::Sample { nvml, torch } => {
+                if nvml.is_some() || torch.is_none() {
+                    stream(&mut self.nvml, "sample");
+                }
+                if torch.is_some() {
+                    stream(&mut self.torch, "allocator sample");
+                }
+            }
+            Item::Event { name, .. } => match &self.event {
+                Some((pt, pl, _)) if t < *pt => {
+                    broken = Some((
+                        false,
+                        format!("event time {t} goes back from {pt} (line {pl})"),
+                    ));
+                }
+                Some((pt, pl, pn)) if t == *pt && pn == name => {
+                    broken = Some((
+                        true,
+                        format!(
+                            "event `{name}` at {t} repeats line {pl} (an event written twice?)"
+                        ),
+                    ));
+                }
+                _ => self.event = Some((t, r.line, name.clone())),
+            },
+        }
+        if broken.is_none() {
+            match self.newest {
+                Some((nt, nl)) if t < nt - REORDER_WINDOW_SECONDS => {
+                    broken = Some((
+                        false,
+                        format!(
+                            "time {t} lies {:.1} s before line {nl}'s ({nt}); the lines of a trace may be out of order by at most {REORDER_WINDOW_SECONDS} s between its samples and its events",
+                            nt - t
+                        ),
+                    ));
+                }
+                Some((nt, _)) if nt >= t => {}
+                _ => self.newest = Some((t, r.line)),
+            }
+        }
+        let (repeat, why) = broken?;
+        if repeat {
+            self.repeated += 1;
+        } else {
+            self.backwards += 1;
+        }
+        Some(why)
+    }
+
+    fn broken(&self) -> bool {
+        self.backwards + self.repeated > 0
+    }
+}
+
+/// Sort `items` by time (lines of one time keep their file order) and drop the repeated ones:
+/// a sample at the time of one already kept with the same parts, an event of the same name at
+/// the same time. How many were dropped.
+fn sort_and_dedup(items: &mut Vec<(f64, Item)>) -> u64 {
+    items.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let key = |item: &Item| match item {
+        Item::Sample { nvml, torch } => (0u8, nvml.is_some(), torch.is_some(), String::new()),
+        Item::Event { name, .. } => (1, false, false, name.clone()),
+    };
+    let before = items.len();
+    let mut kept: Vec<(f64, Item)> = Vec::with_capacity(items.len());
+    let mut group_start = 0;
+    for (t, item) in items.drain(..) {
+        if kept.last().is_some_and(|(lt, _)| *lt != t) {
+            group_start = kept.len();
+        }
+        let k = key(&item);
+        if !kept[group_start..].iter().any(|(_, i)| key(i) == k) {
+            kept.push((t, item));
+        }
+    }
+    *items = kept;
+    (before - items.len()) as u64
+}
+
+/// What reading a trace through found: its header, the first and last times, its OOM events,
+/// and, for a trace that had to be sorted, its items.
+struct Scan {
+    header: Header,
+    span: Option<(f64, f64)>,
+    /// (time, line, item) of each `oom` event.
+    ooms: Vec<(f64, usize, Item)>,
+    sorted: Option<Vec<(f64, Item)>>,
+}
+
+type Reader = Box<dyn BufRead + Send>;
+
+/// Open a trace file for reading; a name ending in `.gz` is gunzipped (recordings attached to
+/// bug reports are often compressed), every gzip member of it.
+fn open_file(path: &Path) -> Result<Reader, TraceError> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
         path: path.display().to_string(),
         error: e,
     })?;
-    let name = path.display().to_string();
-    if path.extension().is_some_and(|e| e == "gz") {
-        parse_trace(
-            std::io::BufReader::new(flate2::read::GzDecoder::new(f)),
-            &name,
-        )
+    Ok(if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(
+            f,
+        )))
     } else {
-        parse_trace(std::io::BufReader::new(f), &name)
+        Box::new(std::io::BufReader::new(f))
+    })
+}
+
+/// Read a trace file through once, checking every line and its time order.
+fn scan(path: &Path, disorder: Disorder) -> Result<Scan, TraceError> {
+    let name = path.display().to_string();
+    let mut lines = Lines::new(open_file(path)?, &name, true)?;
+    let mut order = Order::default();
+    let mut span: Option<(f64, f64)> = None;
+    let mut ooms = Vec::new();
+    while let Some(r) = lines.next()? {
+        if let Some(why) = order.check(&r) {
+            if disorder == Disorder::Refuse {
+                return Err(TraceError::Parse {
+                    path: name,
+                    line: r.line,
+                    message: format!(
+                        "{why}: a trace's lines must be in time order, each time once; --replay.sort sorts it and drops repeated lines"
+                    ),
+                });
+            }
+        }
+        span = Some(span.map_or((r.t, r.t), |(a, b)| (a.min(r.t), b.max(r.t))));
+        if matches!(&r.item, Item::Event { name, .. } if name == "oom") {
+            ooms.push((r.t, r.line, r.item));
+        }
     }
+    let header = lines.header;
+    if !order.broken() {
+        return Ok(Scan {
+            header,
+            span,
+            ooms,
+            sorted: None,
+        });
+    }
+    let mut lines = Lines::new(open_file(path)?, &name, false)?;
+    let mut items = Vec::new();
+    while let Some(r) = lines.next()? {
+        items.push((r.t, r.item));
+    }
+    let dropped = sort_and_dedup(&mut items);
+    tracing::warn!(
+        trace = %name,
+        out_of_order = order.backwards,
+        repeated = dropped,
+        "the trace's lines were out of time order or repeated: sorted by time, repeated lines dropped (--replay.sort)"
+    );
+    let ooms = items
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, i))| matches!(i, Item::Event { name, .. } if name == "oom"))
+        .map(|(n, (t, i))| (*t, n, i.clone()))
+        .collect();
+    Ok(Scan {
+        header,
+        span,
+        ooms,
+        sorted: Some(items),
+    })
+}
+
+/// Parse a whole trace from any reader into memory; `name` is used in errors. The lines are
+/// checked as `ReplaySource::open` checks them (a trace out of time order is refused).
+pub fn parse_trace(reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
+    let mut lines = Lines::new(reader, name, true)?;
+    let mut order = Order::default();
+    let mut items = Vec::new();
+    while let Some(r) = lines.next()? {
+        if let Some(why) = order.check(&r) {
+            return Err(TraceError::Parse {
+                path: name.into(),
+                line: r.line,
+                message: why,
+            });
+        }
+        items.push((r.t, r.item));
+    }
+    Ok(Trace {
+        path: PathBuf::from(name),
+        header: lines.header,
+        items,
+    })
+}
+
+/// Read a whole trace file into memory (`parse_trace` on the file, gunzipped where its name
+/// ends in `.gz`).
+pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
+    parse_trace(open_file(path)?, &path.display().to_string())
 }
 
 struct GpuSlot {
@@ -305,12 +656,121 @@ struct GpuSlot {
     latest: Option<NvmlPart>,
 }
 
-/// Several traces merged into one timeline.
+/// `a` before `b` in replay order: by time; lines of one time in the order of their traces,
+/// then of their lines (the order a stable sort of all lines by time gives).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct At(f64, usize, u64);
+
+impl Eq for At {}
+
+impl PartialOrd for At {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for At {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then(self.1.cmp(&other.1))
+            .then(self.2.cmp(&other.2))
+    }
+}
+
+/// One trace read as the replay goes, `REORDER_WINDOW_SECONDS` ahead of what it hands on.
+struct Stream {
+    lines: Lines<Reader>,
+    offset: f64,
+    /// Items read but not yet handed on, soonest first.
+    ahead: BinaryHeap<Reverse<(At, ItemBox)>>,
+    newest: f64,
+    done: bool,
+}
+
+/// An item in a heap ordered by its `At` alone.
+struct ItemBox(Item);
+
+impl PartialEq for ItemBox {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for ItemBox {}
+impl PartialOrd for ItemBox {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ItemBox {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl Stream {
+    fn next(&mut self) -> Option<(f64, Item)> {
+        loop {
+            if let Some(Reverse((at, _))) = self.ahead.peek() {
+                if self.done || at.0 <= self.newest - REORDER_WINDOW_SECONDS {
+                    let Reverse((at, item)) = self.ahead.pop().expect("peeked");
+                    return Some((at.0, item.0));
+                }
+            } else if self.done {
+                return None;
+            }
+            match self.lines.next() {
+                Ok(Some(r)) => {
+                    let t = r.t + self.offset;
+                    self.newest = self.newest.max(t);
+                    self.ahead
+                        .push(Reverse((At(t, 0, r.line as u64), ItemBox(r.item))));
+                }
+                Ok(None) => self.done = true,
+                // The file changed since it was checked: the replay goes on without the rest.
+                Err(e) => {
+                    tracing::error!(error = %e, "trace no longer readable: the rest of it is left out");
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+/// Where a trace's items come from during the replay.
+enum Feed {
+    /// Already in memory, in replay order (parsed whole, or sorted).
+    Memory(std::vec::IntoIter<(f64, Item)>),
+    Stream(Box<Stream>),
+}
+
+impl Feed {
+    fn next(&mut self) -> Option<(f64, Item)> {
+        match self {
+            Feed::Memory(it) => it.next(),
+            Feed::Stream(s) => s.next(),
+        }
+    }
+}
+
+/// One trace of the replay: its GPU, its process, and its next item.
+struct Track {
+    slot: usize,
+    pid: u32,
+    feed: Feed,
+    head: Option<(f64, Item)>,
+    seq: u64,
+}
+
+/// Several traces merged into one timeline, read as it goes: memory holds each trace's next
+/// `REORDER_WINDOW_SECONDS`, not the traces.
 pub struct ReplaySource {
     gpus: Vec<GpuSlot>,
-    /// (global time, gpu slot, pid, item), sorted by time.
-    timeline: Vec<(f64, usize, u32, Item)>,
-    cursor: usize,
+    tracks: Vec<Track>,
+    /// The next item of each track, soonest first.
+    queue: BinaryHeap<Reverse<At>>,
+    span: Option<(f64, f64)>,
+    failures: Vec<Failure>,
     /// Seconds between the allocator reports a process sends (0: every recorded sample, as
     /// recorded). Recorders sample faster than clients report; a forecast is judged at the
     /// rate it runs at.
@@ -319,15 +779,115 @@ pub struct ReplaySource {
     last_report: BTreeMap<(usize, u32), f64>,
 }
 
+/// The GPUs of a replay from its traces' headers: by uuid where given, else each trace its own
+/// GPU; and each trace's offset on its GPU's clock (by `t0_unix` where all of a GPU's traces
+/// have it, else by `start_offset_s`).
+fn layout(headers: &[&Header]) -> (Vec<GpuSlot>, Vec<usize>, Vec<f64>) {
+    let mut slots: Vec<GpuSlot> = Vec::new();
+    let mut slot_of = Vec::with_capacity(headers.len());
+    let taken: Vec<u32> = headers.iter().filter_map(|h| h.gpu_index).collect();
+    let mut next_free = 0u32;
+    for h in headers {
+        let existing = h
+            .gpu_uuid
+            .as_ref()
+            .and_then(|u| slots.iter().position(|s| &s.id.uuid == u));
+        let idx = match existing {
+            Some(i) => i,
+            None => {
+                let index = h.gpu_index.unwrap_or_else(|| {
+                    while taken.contains(&next_free)
+                        || slots.iter().any(|s| s.id.index == next_free)
+                    {
+                        next_free += 1;
+                    }
+                    next_free
+                });
+                slots.push(GpuSlot {
+                    id: GpuIdentity {
+                        index,
+                        uuid: h
+                            .gpu_uuid
+                            .clone()
+                            .unwrap_or_else(|| format!("GPU-replay-{index}")),
+                        name: h.gpu.clone().unwrap_or_else(|| "unknown".into()),
+                        pci_bus_id: String::new(),
+                        mig: None,
+                    },
+                    latest: None,
+                });
+                slots.len() - 1
+            }
+        };
+        slot_of.push(idx);
+    }
+    let mut base_t0: BTreeMap<usize, f64> = BTreeMap::new();
+    for (h, &s) in headers.iter().zip(&slot_of) {
+        if let Some(t0) = h.t0_unix {
+            let e = base_t0.entry(s).or_insert(t0);
+            *e = e.min(t0);
+        }
+    }
+    let offsets = headers
+        .iter()
+        .zip(&slot_of)
+        .map(|(h, s)| match (h.t0_unix, base_t0.get(s)) {
+            (Some(t0), Some(base)) => t0 - base,
+            _ => h.start_offset_s.unwrap_or(0.0),
+        })
+        .collect();
+    (slots, slot_of, offsets)
+}
+
 impl ReplaySource {
-    /// Read and merge the traces; refused where, once aligned, they span more than
-    /// `MAX_TRACE_SECONDS` (recordings days apart put on one GPU, or a forged `t0_unix`).
+    /// Read and merge the traces, refusing one out of time order; see `open_with`.
     pub fn open(paths: &[PathBuf]) -> Result<Self, TraceError> {
-        let traces = paths
+        Self::open_with(paths, Disorder::Refuse)
+    }
+
+    /// Check each trace through once (every line parsed, its time order, the traces' span),
+    /// then replay them as they are read again. Refused where a line is malformed or out of
+    /// time order (unless `disorder` sorts), and where, once aligned, the traces span more than
+    /// `MAX_TRACE_SECONDS` (recordings days apart put on one GPU, or a forged `t0_unix`).
+    pub fn open_with(paths: &[PathBuf], disorder: Disorder) -> Result<Self, TraceError> {
+        let scans = paths
             .iter()
-            .map(|p| read_trace(p))
+            .map(|p| scan(p, disorder))
             .collect::<Result<Vec<_>, _>>()?;
-        let replay = Self::from_traces(traces);
+        let headers: Vec<&Header> = scans.iter().map(|s| &s.header).collect();
+        let (gpus, slot_of, offsets) = layout(&headers);
+        let pids = headers_pids(&headers);
+        let mut span: Option<(f64, f64)> = None;
+        let mut failures = Vec::new();
+        let mut feeds = Vec::with_capacity(scans.len());
+        for (i, (sc, path)) in scans.into_iter().zip(paths).enumerate() {
+            let offset = offsets[i];
+            if let Some((a, b)) = sc.span {
+                let (a, b) = (a + offset, b + offset);
+                span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+            }
+            for (t, line, item) in sc.ooms {
+                failures.push((At(t + offset, i, line as u64), item));
+            }
+            let feed = match sc.sorted {
+                Some(items) => Feed::Memory(
+                    items
+                        .into_iter()
+                        .map(|(t, item)| (t + offset, item))
+                        .collect::<Vec<_>>()
+                        .into_iter(),
+                ),
+                None => Feed::Stream(Box::new(Stream {
+                    lines: Lines::new(open_file(path)?, &path.display().to_string(), false)?,
+                    offset,
+                    ahead: BinaryHeap::new(),
+                    newest: f64::NEG_INFINITY,
+                    done: false,
+                })),
+            };
+            feeds.push((i, feed));
+        }
+        let replay = Self::assemble(gpus, slot_of, &pids, feeds, span, failures);
         let span = replay.duration();
         if span > MAX_TRACE_SECONDS {
             return Err(TraceError::Span(format!(
@@ -339,74 +899,102 @@ impl ReplaySource {
         Ok(replay)
     }
 
+    /// Merge traces already in memory.
     pub fn from_traces(traces: Vec<Trace>) -> Self {
-        // Group by GPU: by uuid where given, else each trace is its own GPU.
-        let mut slots: Vec<GpuSlot> = Vec::new();
-        let mut slot_of = Vec::with_capacity(traces.len());
-        let taken: Vec<u32> = traces.iter().filter_map(|t| t.header.gpu_index).collect();
-        let mut next_free = 0u32;
-        for t in &traces {
-            let h = &t.header;
-            let existing = h
-                .gpu_uuid
-                .as_ref()
-                .and_then(|u| slots.iter().position(|s| &s.id.uuid == u));
-            let idx = match existing {
-                Some(i) => i,
-                None => {
-                    let index = h.gpu_index.unwrap_or_else(|| {
-                        while taken.contains(&next_free)
-                            || slots.iter().any(|s| s.id.index == next_free)
-                        {
-                            next_free += 1;
-                        }
-                        next_free
-                    });
-                    slots.push(GpuSlot {
-                        id: GpuIdentity {
-                            index,
-                            uuid: h
-                                .gpu_uuid
-                                .clone()
-                                .unwrap_or_else(|| format!("GPU-replay-{index}")),
-                            name: h.gpu.clone().unwrap_or_else(|| "unknown".into()),
-                            pci_bus_id: String::new(),
-                            mig: None,
-                        },
-                        latest: None,
-                    });
-                    slots.len() - 1
+        let headers: Vec<&Header> = traces.iter().map(|t| &t.header).collect();
+        let (gpus, slot_of, offsets) = layout(&headers);
+        let pids = headers_pids(&headers);
+        let mut span: Option<(f64, f64)> = None;
+        let mut failures = Vec::new();
+        let mut feeds = Vec::with_capacity(traces.len());
+        for (i, t) in traces.into_iter().enumerate() {
+            let mut items: Vec<(f64, Item)> = t
+                .items
+                .into_iter()
+                .map(|(ts, item)| (ts + offsets[i], item))
+                .collect();
+            items.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if let (Some(a), Some(b)) = (items.first(), items.last()) {
+                span = Some(span.map_or((a.0, b.0), |(x, y)| (x.min(a.0), y.max(b.0))));
+            }
+            for (n, (ts, item)) in items.iter().enumerate() {
+                if matches!(item, Item::Event { name, .. } if name == "oom") {
+                    failures.push((At(*ts, i, n as u64), item.clone()));
                 }
-            };
-            slot_of.push(idx);
-        }
-        // Align traces of one GPU: by t0_unix where all have it, else by start_offset_s.
-        let mut base_t0: BTreeMap<usize, f64> = BTreeMap::new();
-        for (t, &s) in traces.iter().zip(&slot_of) {
-            if let Some(t0) = t.header.t0_unix {
-                let e = base_t0.entry(s).or_insert(t0);
-                *e = e.min(t0);
             }
+            feeds.push((i, Feed::Memory(items.into_iter())));
         }
-        let mut timeline = Vec::new();
-        for (t, &s) in traces.into_iter().zip(&slot_of) {
-            let offset = match (t.header.t0_unix, base_t0.get(&s)) {
-                (Some(t0), Some(base)) => t0 - base,
-                _ => t.header.start_offset_s.unwrap_or(0.0),
-            };
-            let pid = t.header.pid;
-            for (ts, item) in t.items {
-                timeline.push((ts + offset, s, pid, item));
-            }
-        }
-        timeline.sort_by(|a, b| a.0.total_cmp(&b.0));
-        ReplaySource {
-            gpus: slots,
-            timeline,
-            cursor: 0,
+        Self::assemble(gpus, slot_of, &pids, feeds, span, failures)
+    }
+
+    fn assemble(
+        gpus: Vec<GpuSlot>,
+        slot_of: Vec<usize>,
+        pids: &[u32],
+        feeds: Vec<(usize, Feed)>,
+        span: Option<(f64, f64)>,
+        mut failures: Vec<(At, Item)>,
+    ) -> Self {
+        failures.sort_by_key(|f| f.0);
+        let failures = failures
+            .into_iter()
+            .filter_map(|(at, item)| match item {
+                Item::Event {
+                    message,
+                    request_bytes,
+                    device_free,
+                    ..
+                } => Some(Failure {
+                    t: at.0,
+                    pid: pids[at.1],
+                    gpu: gpus[slot_of[at.1]].id.clone(),
+                    request_bytes,
+                    device_free,
+                    message,
+                }),
+                Item::Sample { .. } => None,
+            })
+            .collect();
+        let mut r = ReplaySource {
+            gpus,
+            tracks: Vec::with_capacity(feeds.len()),
+            queue: BinaryHeap::new(),
+            span,
+            failures,
             report_interval: 0.0,
             last_report: BTreeMap::new(),
+        };
+        for (i, feed) in feeds {
+            r.tracks.push(Track {
+                slot: slot_of[i],
+                pid: pids[i],
+                feed,
+                head: None,
+                seq: 0,
+            });
+            r.advance(r.tracks.len() - 1);
         }
+        r
+    }
+
+    /// Read track `i`'s next item into its head, and queue it.
+    fn advance(&mut self, i: usize) {
+        let track = &mut self.tracks[i];
+        track.head = track.feed.next();
+        track.seq += 1;
+        if let Some((t, _)) = &track.head {
+            self.queue.push(Reverse(At(*t, i, track.seq)));
+        }
+    }
+
+    /// The next item of the merged timeline: (time, GPU slot, pid, item).
+    fn pop(&mut self) -> Option<(f64, usize, u32, Item)> {
+        let Reverse(at) = self.queue.pop()?;
+        let track = &mut self.tracks[at.1];
+        let (t, item) = track.head.take().expect("a queued track has a head");
+        let (slot, pid) = (track.slot, track.pid);
+        self.advance(at.1);
+        Some((t, slot, pid, item))
     }
 
     /// Send each process's allocator statistics at most once per `seconds` of trace time (the
@@ -418,39 +1006,22 @@ impl ReplaySource {
 
     /// Seconds from the first to the last item.
     pub fn duration(&self) -> f64 {
-        match (self.timeline.first(), self.timeline.last()) {
-            (Some(a), Some(b)) => b.0 - a.0,
-            _ => 0.0,
-        }
+        self.span.map_or(0.0, |(a, b)| b - a)
     }
 
     /// Every failed allocation in the traces, in time order.
     pub fn failures(&self) -> Vec<Failure> {
-        self.timeline
-            .iter()
-            .filter_map(|(t, slot, pid, item)| match item {
-                Item::Event {
-                    name,
-                    message,
-                    request_bytes,
-                    device_free,
-                } if name == "oom" => Some(Failure {
-                    t: *t,
-                    pid: *pid,
-                    gpu: self.gpus[*slot].id.clone(),
-                    request_bytes: *request_bytes,
-                    device_free: *device_free,
-                    message: message.clone(),
-                }),
-                _ => None,
-            })
-            .collect()
+        self.failures.clone()
     }
 
-    /// The raw timeline, for the detection benchmark's ground truth.
+    /// The GPUs the traces describe.
     pub fn gpu_ids(&self) -> Vec<GpuIdentity> {
         self.gpus.iter().map(|g| g.id.clone()).collect()
     }
+}
+
+fn headers_pids(headers: &[&Header]) -> Vec<u32> {
+    headers.iter().map(|h| h.pid).collect()
 }
 
 fn torch_report(uuid: &str, tp: &TorchPart) -> Report {
@@ -488,26 +1059,26 @@ impl Source for ReplaySource {
             t,
             ..Default::default()
         };
-        while let Some((ts, slot, pid, item)) = self.timeline.get(self.cursor) {
-            if *ts > t {
+        while self.queue.peek().is_some_and(|Reverse(at)| at.0 <= t) {
+            let Some((ts, slot, pid, item)) = self.pop() else {
                 break;
-            }
-            let uuid = self.gpus[*slot].id.uuid.clone();
+            };
+            let uuid = self.gpus[slot].id.uuid.clone();
             match item {
                 Item::Sample { nvml, torch } => {
                     if let Some(n) = nvml {
-                        self.gpus[*slot].latest = Some(n.clone());
+                        self.gpus[slot].latest = Some(n);
                     }
                     // A process that has not touched CUDA yet reports zeros: nothing to say.
                     if let Some(tp) = torch.as_ref().filter(|tp| tp.reserved > 0) {
-                        let key = (*slot, *pid);
+                        let key = (slot, pid);
                         let due = self
                             .last_report
                             .get(&key)
                             .is_none_or(|last| ts - last >= self.report_interval - 1e-9);
                         if due {
-                            self.last_report.insert(key, *ts);
-                            obs.reports.push((*pid, torch_report(&uuid, tp)));
+                            self.last_report.insert(key, ts);
+                            obs.reports.push((pid, torch_report(&uuid, tp)));
                         }
                     }
                 }
@@ -527,28 +1098,24 @@ impl Source for ReplaySource {
                         // free bytes as the client's observer sends them.
                         let event = if kind == EventKind::Oom {
                             Event {
-                                request_bytes: *request_bytes,
-                                free_bytes: *device_free,
+                                request_bytes,
+                                free_bytes: device_free,
                                 ..Event::named(kind, uuid.clone())
                             }
                         } else {
                             Event::named(kind, name.clone())
                         };
                         obs.reports.push((
-                            *pid,
+                            pid,
                             Report {
                                 version: REPORT_VERSION,
-                                events: vec![Event {
-                                    message: message.clone(),
-                                    ..event
-                                }],
+                                events: vec![Event { message, ..event }],
                                 ..Default::default()
                             },
                         ));
                     }
                 }
             }
-            self.cursor += 1;
         }
         for g in &self.gpus {
             let Some(n) = &g.latest else { continue };
@@ -581,7 +1148,7 @@ impl Source for ReplaySource {
     }
 
     fn next_time(&self) -> Option<Time> {
-        self.timeline.get(self.cursor).map(|x| x.0)
+        self.queue.peek().map(|Reverse(at)| at.0)
     }
 }
 
@@ -661,6 +1228,105 @@ mod tests {
         std::fs::write(&b, B.replace("\"t0_unix\":102.0", "\"t0_unix\":31536102.0")).unwrap();
         let e = ReplaySource::open(&[a, b]).err().expect("refused");
         assert!(e.to_string().contains("at most 7 days"), "{e}");
+    }
+
+    fn trace_of(lines: &[&str]) -> Result<Trace, TraceError> {
+        let text = format!("{{\"kind\":\"header\",\"pid\":1}}\n{}\n", lines.join("\n"));
+        parse_trace(text.as_bytes(), "o.jsonl")
+    }
+
+    const S: &str = r#"{"kind":"sample","t":T,"nvml":{"total":1,"free":1,"procs":[]}}"#;
+    const P: &str = r#"{"kind":"sample","t":T,"torch":{"allocated_bytes.all.current":1,"reserved_bytes.all.current":2}}"#;
+    const E: &str = r#"{"kind":"event","t":T,"name":"N"}"#;
+
+    fn at(line: &str, t: &str) -> String {
+        line.replace('T', t)
+    }
+
+    #[test]
+    fn each_stream_goes_forward_and_the_streams_may_interleave_within_the_window() {
+        // A recorder's interleaving: events and allocator samples a little behind NVML's.
+        let ok = [
+            at(S, "1"),
+            at(S, "2"),
+            at(E, "1.5").replace('N', "step"),
+            at(P, "1.2"),
+            at(S, "3"),
+            at(P, "2.2"),
+            at(E, "1.5").replace('N', "model_ready"),
+            at(S, "62"),
+        ];
+        let t = trace_of(&ok.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+        assert_eq!(t.items.len(), 8);
+        let refused = |lines: &[String], want: &str, line: usize| {
+            let e = trace_of(&lines.iter().map(String::as_str).collect::<Vec<_>>()).unwrap_err();
+            let text = e.to_string();
+            assert!(text.starts_with(&format!("o.jsonl:{line}: ")), "{text}");
+            assert!(text.contains(want), "{text}");
+        };
+        refused(&[at(S, "2"), at(S, "1")], "goes back from 2", 3);
+        refused(&[at(S, "2"), at(S, "2")], "repeats line 2's", 3);
+        refused(&[at(P, "2"), at(S, "5"), at(P, "2")], "repeats line 2's", 4);
+        let e = at(E, "4").replace('N', "step");
+        refused(&[e.clone(), e], "repeats line 2", 3);
+        // Past the window between streams.
+        refused(
+            &[at(S, "100"), at(P, "30")],
+            "lies 70.0 s before line 2's",
+            3,
+        );
+    }
+
+    #[test]
+    fn sorting_keeps_one_of_each_repeated_line_and_the_order_of_one_time() {
+        let mut items: Vec<(f64, Item)> = Vec::new();
+        let sample = |nvml: bool| Item::Sample {
+            nvml: nvml.then(|| NvmlPart {
+                total: 1,
+                used: None,
+                free: 1,
+                v2_reserved: None,
+                v2_used: None,
+                procs: vec![],
+            }),
+            torch: None,
+        };
+        let event = |n: &str| Item::Event {
+            name: n.into(),
+            message: None,
+            request_bytes: None,
+            device_free: None,
+        };
+        items.extend([
+            (2.0, sample(true)),
+            (1.0, event("a")),
+            (1.0, sample(true)),
+            (1.0, event("b")),
+            (1.0, sample(true)),
+            (1.0, event("a")),
+            (0.5, sample(false)),
+        ]);
+        assert_eq!(sort_and_dedup(&mut items), 2);
+        let shape: Vec<(f64, String)> = items
+            .iter()
+            .map(|(t, i)| {
+                let what = match i {
+                    Item::Event { name, .. } => name.clone(),
+                    Item::Sample { nvml, .. } => format!("sample{}", nvml.is_some()),
+                };
+                (*t, what)
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0.5, "samplefalse".to_string()),
+                (1.0, "a".into()),
+                (1.0, "sampletrue".into()),
+                (1.0, "b".into()),
+                (2.0, "sampletrue".into()),
+            ]
+        );
     }
 
     #[test]

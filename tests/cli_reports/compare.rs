@@ -48,6 +48,75 @@ fn compare_two_profiles() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("not a profile report"));
 }
 
+#[test]
+fn compare_and_sweep_take_only_the_gpus_both_reports_have() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two GPUs (0: steady, 1: frag) against one (0: the OOM run).
+    let two = profile_of(
+        &dir,
+        &["d1-steady.jsonl", "d1-frag.jsonl"],
+        &[],
+        &["bs=8", "sl=1"],
+        "two.json",
+    );
+    let one = profile_of(&dir, &["d1-oom.jsonl"], &[], &["bs=16", "sl=1"], "one.json");
+    let o = out(&dir, "cmp.json");
+    let r = run(&["compare", &two, &one, "--output", &o]);
+    assert!(r.status.success(), "{}", text(&r));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("GPUs 1 only in A") && err.contains("compared on GPUs 0 only"),
+        "{err}"
+    );
+    let table = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        table.contains("total (GPUs 0)") && !table.contains("GPU 1"),
+        "{table}"
+    );
+    let j = read_json(Path::new(&o));
+    assert_eq!(j["gpus"], serde_json::json!(["0"]));
+    assert_eq!(j["only_in_a"], serde_json::json!(["1"]));
+    assert_eq!(j["only_in_b"], serde_json::json!([]));
+    assert!(j["devices"].get("1").is_none());
+    // The total is GPU 0's, not GPU 0 and 1 of A against GPU 0 of B.
+    assert_eq!(j["totals"]["peak_used"], j["devices"]["0"]["peak_used"]);
+
+    // No GPU in common: refused, naming both sets.
+    let gpu1 = profile_of(
+        &dir,
+        &["d1-steady.jsonl", "d1-frag.jsonl"],
+        &["1"],
+        &["bs=32", "sl=1"],
+        "gpu1.json",
+    );
+    let r = run(&["compare", &gpu1, &one]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("no GPU in common (A: GPUs 1; B: GPUs 0)"),
+        "{err}"
+    );
+
+    // A sweep over both: peaks of GPU 0 only, said in the report and on stderr.
+    let o = out(&dir, "sweep.json");
+    let r = run(&[
+        "sweep", &two, &one, "--x", "bs", "--y", "sl", "--output", &o,
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("GPUs 1 of"),
+        "{}",
+        text(&r)
+    );
+    let j = read_json(Path::new(&o));
+    assert_eq!(j["gpus"], serde_json::json!(["0"]));
+    assert!(j["note"].as_str().unwrap().contains("GPUs 0 only"));
+    assert!(j["cells"].as_array().unwrap().iter().all(|c| c["gpu"] == 0));
+    let r = run(&["sweep", &gpu1, &one, "--x", "bs", "--y", "sl"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("no GPU in common"));
+}
+
 fn assert_header_no_source(r: &Value, kind: &str) {
     assert_eq!(r["schema_version"], 1);
     assert_eq!(r["kind"], kind);

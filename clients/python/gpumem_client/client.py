@@ -7,6 +7,7 @@ import itertools
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -26,6 +27,9 @@ MESSAGE_MAX = 1024
 JOB_MAX = 128
 # Wake the reporting thread early when this many events wait, so that none are lost.
 EVENTS_WAKE_AT = 192
+# A client with no allocator to read this long after start says why in its log, once: without
+# PyTorch (or JAX) on the GPU there is nothing to report but marks and phases.
+NOTHING_TO_REPORT_AFTER_S = 10.0
 # The exporter keeps the largest free block for 60 s; take it at least this often.
 SNAPSHOT_MAX_PERIOD_S = 30.0
 # Answers after which the client also waits before trying again.
@@ -205,6 +209,7 @@ class Client:
         self._reports_collected = 0
         self._oom_attached = False
         self._tick_errors = 0
+        self._started_at = None  # type: Optional[float]
 
     # ------------------------------------------------------------------ public API
 
@@ -235,6 +240,7 @@ class Client:
                 self._stopping = False
                 self._wake.clear()
                 _set_oom_client(self)
+                self._started_at = time.monotonic()
                 thread = threading.Thread(target=self._run, name="gpumem-client", daemon=True)
                 self._thread = thread
                 thread.start()
@@ -648,10 +654,36 @@ class Client:
         if devices:
             self._reports_collected += 1
         else:
+            self._say_why_nothing()
             with self._lock:
                 if not self._events and not self._components_unsent:
                     return  # nothing to say
         self._send_report(devices)
+
+    def _say_why_nothing(self) -> None:
+        """Once, a while after start with no allocator ever read: why no memory is reported."""
+        started = self._started_at
+        if (
+            self._reports_collected
+            or started is None
+            or "nothing-to-report" in self._warned
+            or time.monotonic() - started < NOTHING_TO_REPORT_AFTER_S
+        ):
+            return
+        if "torch" not in sys.modules and "jax" not in sys.modules:
+            why = "neither PyTorch nor JAX is imported in this process"
+        elif "torch" in sys.modules and _collect.TorchCollector.cuda() is None:
+            why = "PyTorch has not initialised CUDA in this process yet"
+        else:
+            why = "no GPU has memory from this process's allocator yet"
+        self._warn_once(
+            "nothing-to-report",
+            "gpumem: no allocator statistics to report %.0f s after start: %s. Memory reports begin "
+            "once it has; until then only marks and phases are sent, each once (nothing when "
+            "there are none)",
+            NOTHING_TO_REPORT_AFTER_S,
+            why,
+        )
 
     def _run(self) -> None:
         while not self._stopping:

@@ -1,5 +1,8 @@
 """Phases and marks."""
 
+import logging
+import time
+
 import pytest
 
 import gpumem_client
@@ -150,3 +153,29 @@ def test_a_forked_child_reports_on_its_own_connection(server, no_frameworks):
     child = [r for r in server.requests if r.peer_pid == pid]
     assert [e["name"] for r in child for e in r.json.get("events", [])] == ["child"]
     assert client.running  # the parent goes on
+
+
+def test_without_an_allocator_the_client_says_why_it_sends_no_memory(server, no_frameworks, monkeypatch, caplog):
+    # The quick start without PyTorch: one report for the phase, then nothing, and the log
+    # says why (once), after NOTHING_TO_REPORT_AFTER_S.
+    from gpumem_client import client as client_module
+
+    monkeypatch.setattr(client_module, "NOTHING_TO_REPORT_AFTER_S", 0.05)
+    with caplog.at_level(logging.WARNING, logger="gpumem_client"):
+        client = gpumem_client.start(interval=0.01, socket=server.address)
+        with gpumem_client.phase("forward"):
+            pass
+        assert server.wait_for(lambda reqs: len(reqs) >= 1)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(
+            "no allocator statistics" in r.getMessage() for r in caplog.records
+        ):
+            time.sleep(0.01)
+        time.sleep(0.1)
+        gpumem_client.stop()
+    assert not client.running
+    said = [r.getMessage() for r in caplog.records if "no allocator statistics" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "neither PyTorch nor JAX is imported" in said[0]
+    assert all(b["devices"] == [] for b in server.bodies)
+    assert len(server.bodies) == 1, server.bodies

@@ -98,6 +98,21 @@ pub(super) fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Si
         },
     )?;
     sink.family(
+        &gauge(
+            "gpumem_exporter_ingest_up",
+            None,
+            "Whether each configured ingest listener (ingest_socket, ingest_tcp) listens: 1, or 0 when it could not be bound or its socket file is gone.",
+        ),
+        &|e| {
+            for l in [Listener::IngestSocket, Listener::IngestTcp] {
+                if let Some(up) = c.connections.of(l).up() {
+                    e(&[("listener", Str(l.as_str()))], f64::from(u8::from(up)))?;
+                }
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
         &counter(
             "gpumem_exporter_connections_shed_total",
             "Connections the exporter closed to keep a listener within its budget: idle ones closed to make room, or newcomers refused while every connection was busy.",
@@ -142,6 +157,19 @@ pub(super) fn visit(s: &Snapshot, c: &Counters, version: &str, sink: &mut dyn Si
         &|e| {
             for r in RejectReason::ALL {
                 e(&[("reason", Str(r.as_str()))], c.ingest.rejected(r) as f64)?;
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
+        &counter(
+            "gpumem_ingest_process_table_total",
+            "New pids the process table turned away, by kind of sender: refused (a TCP sender over its share, or a table with no place to give) or evicted (a TCP pid's place given to a process on the socket).",
+        ),
+        &|e| {
+            for (sender, outcome) in crate::ingest::admission::SERIES {
+                let l = [("sender", Str(sender.as_str())), ("outcome", Str(outcome.as_str()))];
+                e(&l, c.ingest.table.get(sender, outcome) as f64)?;
             }
             Ok(())
         },
