@@ -54,8 +54,10 @@ pub struct GpuView {
     pub driver: Option<DriverView>,
     /// The out-of-memory errors of the last `OOM_EVENT_TTL` seconds, oldest first.
     pub oom_events: Vec<OomEventView>,
-    /// Out-of-memory errors counted on this GPU, by kind and training job.
+    /// Out-of-memory events counted on this GPU, by kind and training job.
     pub oom_counts: Vec<OomCount>,
+    /// The requests that failed in its reported out-of-memory events.
+    pub oom_failed_requests: u64,
     /// The forecast's score on this GPU since the exporter started.
     pub score: Score,
 }
@@ -68,7 +70,8 @@ pub struct DriverView {
     pub pod: Option<PodLabels>,
 }
 
-/// One out-of-memory error, as its process was known then.
+/// One out-of-memory event, one failure of one process (however many of its requests failed
+/// in it), as its process was known then.
 #[derive(Debug, Clone, Serialize)]
 pub struct OomEventView {
     /// When it became known, on the source's clock.
@@ -81,7 +84,10 @@ pub struct OomEventView {
     /// The training job its process reported (empty: none).
     pub job: String,
     pub pod: Option<PodLabels>,
-    /// The request that failed and the device's free bytes then, where known.
+    /// How many requests failed in it (its burst, `incident::BURST_WINDOW`); none for an
+    /// inferred one.
+    pub requests: Option<u64>,
+    /// The largest request that failed and the device's free bytes then, where known.
     pub request_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
     /// What the GPU showed when it came.

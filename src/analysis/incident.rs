@@ -34,6 +34,19 @@ pub const OOM_GRACE: f64 = 10.0;
 /// `num_ooms`, a moment apart and in either order; within this window they are one OOM.
 pub const PAIR_WINDOW: f64 = 60.0;
 
+/// A process's failed requests within this many seconds of the first of its burst are one
+/// out-of-memory event: one failure of one process. One failure cascades (the backward pass
+/// that crashed a ResNet-50 on an H100 failed 25 requests within 30 ms), and its signals are
+/// spread further by the way they travel: the allocator's counter of those requests comes in
+/// the process's next report (a second later by default), and a recording is replayed on the
+/// sample clock (a second). The exporter cannot see a successful allocation between two
+/// failed ones (reports carry totals, about once a second), so the burst is a window from its
+/// first failed request, not a wait for the process to allocate again: 5 s holds a cascade and
+/// its counter at report intervals up to a few seconds, bounds a process that fails on every
+/// step to one event per window, and leaves a process that catches its error, carries on and
+/// fails again later with an event for each failure.
+pub const BURST_WINDOW: f64 = 5.0;
+
 /// How an out-of-memory error became known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -205,6 +218,52 @@ impl OomPairing {
         self.events_ahead -= matched;
         self.counter_ahead += k - matched;
         k - matched
+    }
+}
+
+/// Where failed requests of a process go among its out-of-memory events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Nowhere: the other signal counted them, and no event of the process is open.
+    Nothing,
+    /// They begin an event, numbered as the caller said (`next`); `requests` of them are new.
+    Opens { requests: u64 },
+    /// They belong to the open event `event`; `requests` of them are new (0: the other signal
+    /// counted them, but an OOM event's request size may still be news).
+    Joins { event: u64, requests: u64 },
+}
+
+/// One process's out-of-memory errors: its failed requests as its two signals tell them, each
+/// counted once (`OomPairing`), and grouped into events (`BURST_WINDOW`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessOoms {
+    pairing: OomPairing,
+    /// The open event: when its first failed request came, and its number.
+    burst: Option<(f64, u64)>,
+}
+
+impl ProcessOoms {
+    /// An OOM event (one failed request) at `t`; `next` is the number a new event would take.
+    pub fn event(&mut self, t: f64, next: u64) -> Place {
+        let new = u64::from(self.pairing.event(t));
+        self.place(t, new, next)
+    }
+
+    /// The allocator's counter rose by `k` at `t`; `next` as for `event`.
+    pub fn counter(&mut self, t: f64, k: u64, next: u64) -> Place {
+        let new = self.pairing.counter(t, k);
+        self.place(t, new, next)
+    }
+
+    fn place(&mut self, t: f64, requests: u64, next: u64) -> Place {
+        match self.burst {
+            Some((since, event)) if t - since <= BURST_WINDOW => Place::Joins { event, requests },
+            _ if requests == 0 => Place::Nothing,
+            _ => {
+                self.burst = Some((t, next));
+                Place::Opens { requests }
+            }
+        }
     }
 }
 
@@ -662,6 +721,60 @@ mod tests {
         // Long apart, they are different OOMs.
         assert!(pair.event(41.0));
         assert_eq!(pair.counter(41.0 + PAIR_WINDOW + 1.0, 1), 1);
+    }
+
+    #[test]
+    fn the_failed_requests_of_one_burst_are_one_event() {
+        let mut p = ProcessOoms::default();
+        // A cascade: the first request opens event 1, the others join it.
+        assert_eq!(p.event(10.0, 1), Place::Opens { requests: 1 });
+        for k in 1..25 {
+            let t = 10.0 + f64::from(k) * 0.001;
+            assert_eq!(
+                p.event(t, 2),
+                Place::Joins {
+                    event: 1,
+                    requests: 1
+                }
+            );
+        }
+        // The counter of those 25, a report later: nothing new, still the same event.
+        assert_eq!(
+            p.counter(11.0, 25, 2),
+            Place::Joins {
+                event: 1,
+                requests: 0
+            }
+        );
+        // Carried on, failed again a minute later: event 2, its counter with it.
+        assert_eq!(p.event(70.0, 2), Place::Opens { requests: 1 });
+        assert_eq!(
+            p.counter(70.8, 1, 3),
+            Place::Joins {
+                event: 2,
+                requests: 0
+            }
+        );
+        // A counter that catches up after the window is no new event.
+        assert_eq!(p.event(100.0, 3), Place::Opens { requests: 1 });
+        assert_eq!(p.counter(100.0 + BURST_WINDOW + 1.0, 1, 4), Place::Nothing);
+        // The counter alone, jumping by many in one report: one event of them all.
+        let mut p = ProcessOoms::default();
+        assert_eq!(p.counter(5.0, 25, 1), Place::Opens { requests: 25 });
+        // Its observer's events after it are the same requests, with their sizes.
+        assert_eq!(
+            p.event(5.2, 2),
+            Place::Joins {
+                event: 1,
+                requests: 0
+            }
+        );
+        // A failure on every step for longer than the window: one event per window.
+        let mut p = ProcessOoms::default();
+        let opened = (0..20)
+            .filter(|&i| matches!(p.event(f64::from(i), 1 + i as u64), Place::Opens { .. }))
+            .count();
+        assert_eq!(opened, 4);
     }
 
     #[test]
