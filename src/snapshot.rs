@@ -62,12 +62,58 @@ pub struct GpuView {
     pub score: Score,
 }
 
-/// Who drives a GPU's risk: a process, or (`pid: None`) memory no listed process accounts for.
+/// The driver of a GPU's incident, who names it: a process, or (`pid: None`) memory no listed
+/// process accounts for; and the incident's other processes.
 #[derive(Debug, Clone, Serialize)]
 pub struct DriverView {
     pub pid: Option<u32>,
     pub comm: String,
     pub pod: Option<PodLabels>,
+    /// The other processes of the incident, in the order they joined: those that drove it
+    /// after its driver, and those whose own forecast said they would fail in it.
+    pub others: Vec<IncidentProcess>,
+}
+
+/// A process of an incident, as it was known when it joined.
+#[derive(Debug, Clone, Serialize)]
+pub struct IncidentProcess {
+    pub pid: Option<u32>,
+    pub comm: String,
+    /// Still on the GPU.
+    pub on_gpu: bool,
+}
+
+/// At most this many of an incident's other processes are named in its text.
+const OTHERS_NAMED: usize = 8;
+
+impl DriverView {
+    /// The incident's other processes in words ("python3 (pid 102), python3 (pid 103, gone)"),
+    /// empty when there are none.
+    pub fn others_text(&self) -> String {
+        let mut named: Vec<String> = self
+            .others
+            .iter()
+            .take(OTHERS_NAMED)
+            .map(|p| {
+                let gone = if p.on_gpu { "" } else { ", gone" };
+                match p.pid {
+                    Some(pid) => {
+                        let comm = if p.comm.is_empty() {
+                            "process"
+                        } else {
+                            &p.comm
+                        };
+                        format!("{comm} (pid {pid}{gone})")
+                    }
+                    None => "memory no listed process accounts for".to_string(),
+                }
+            })
+            .collect();
+        if self.others.len() > OTHERS_NAMED {
+            named.push(format!("{} more", self.others.len() - OTHERS_NAMED));
+        }
+        named.join(", ")
+    }
 }
 
 /// One out-of-memory event, one failure of one process (however many of its requests failed
@@ -160,5 +206,39 @@ impl ProcessView {
     pub fn has_identity(&self) -> bool {
         let i = &self.identity;
         i.job.is_some() || i.rank.is_some() || i.local_rank.is_some() || i.world_size.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incidents_other_processes_are_named_in_words_gone_ones_marked() {
+        let process = |pid: Option<u32>, comm: &str, on_gpu| IncidentProcess {
+            pid,
+            comm: comm.to_string(),
+            on_gpu,
+        };
+        let mut d = DriverView {
+            pid: Some(101),
+            comm: "python3".into(),
+            pod: None,
+            others: vec![],
+        };
+        assert_eq!(d.others_text(), "");
+        d.others = vec![
+            process(Some(102), "trainer", true),
+            process(Some(103), "", false),
+            process(None, "", true),
+        ];
+        assert_eq!(
+            d.others_text(),
+            "trainer (pid 102), process (pid 103, gone), memory no listed process accounts for"
+        );
+        d.others = (0..11).map(|i| process(Some(200 + i), "w", true)).collect();
+        let text = d.others_text();
+        assert!(text.starts_with("w (pid 200), w (pid 201)"), "{text}");
+        assert!(text.ends_with("w (pid 207), 3 more"), "{text}");
     }
 }

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker};
-use crate::snapshot::{DriverView, OomCount, OomEventView};
+use crate::snapshot::{DriverView, IncidentProcess, OomCount, OomEventView};
 
 /// How long an OOM event's own series are served: two scrapes at a minute's interval see it,
 /// and the alert on it resolves this long after it fired.
@@ -33,7 +33,13 @@ pub(super) struct GpuIncidents {
     by_job: BTreeMap<(OomKind, String), (u64, Time)>,
     /// The GPU's free bytes at its previous reading with a process list.
     free_before: Option<u64>,
+    /// The open incident's number and its processes as they were known when they joined (pid,
+    /// comm, pod): its driver's are the page's labels, which must not change while it lasts,
+    /// and a process that has gone is still named.
+    named: Option<(u64, Vec<Named>)>,
 }
+
+type Named = (Option<u32>, String, Option<PodLabels>);
 
 impl GpuIncidents {
     pub(super) fn failed_requests(&self) -> u64 {
@@ -210,14 +216,14 @@ impl Engine {
             .enumerate()
             .map(|(i, part)| {
                 let key = keys.get(i);
+                let p = key.and_then(|k| self.procs.get(k));
                 Contender {
                     who: key.map(|k| k.0),
                     growth: part.trend.map(|t| t.slope),
-                    eta: key
-                        .and_then(|k| self.procs.get(k))
-                        .and_then(|p| p.eta)
-                        .map(|e| e.seconds),
+                    eta: p.and_then(|p| p.eta).map(|e| e.seconds),
                     held: part.held,
+                    // Assessed this analysis, before the GPU's step (`analyse_gpu`).
+                    risk: p.and_then(|p| p.risk).map_or(RiskLevel::Low, |r| r.level),
                 }
             })
             .collect();
@@ -241,7 +247,25 @@ impl Engine {
         {
             inc.events.pop_front();
         }
-        inc.tracker.step(now, assessed, &contenders).risk
+        let risk = inc.tracker.step(now, assessed, &contenders).risk;
+        inc.named = inc.tracker.incident().map(|i| {
+            let mut named = match inc.named.take() {
+                Some((n, named)) if n == i.number => named,
+                _ => vec![],
+            };
+            // A process joins while it is on the GPU: among this analysis's.
+            for m in &i.members[named.len()..] {
+                let key = keys.iter().find(|k| Some(k.0) == m.who);
+                let p = key.and_then(|k| self.procs.get(k));
+                named.push((
+                    m.who,
+                    p.and_then(|p| p.comm.clone()).unwrap_or_default(),
+                    p.and_then(|p| p.pod.clone()),
+                ));
+            }
+            (i.number, named)
+        });
+        risk
     }
 
     /// What a snapshot shows of GPU `g`'s incidents at `now`.
@@ -251,14 +275,23 @@ impl Engine {
         now: Time,
     ) -> (Option<DriverView>, Vec<OomEventView>, Vec<OomCount>) {
         let inc = &g.incidents;
-        let driver = inc.tracker.driver().map(|who| {
-            let p = who.and_then(|pid| self.procs.get(&(pid, g.id.uuid.clone())));
-            DriverView {
-                pid: who,
-                comm: p.and_then(|p| p.comm.clone()).unwrap_or_default(),
-                pod: p.and_then(|p| p.pod.clone()),
-            }
-        });
+        let driver = match (inc.tracker.incident(), &inc.named) {
+            (Some(i), Some((_, named))) => named.first().map(|(pid, comm, pod)| DriverView {
+                pid: *pid,
+                comm: comm.clone(),
+                pod: pod.clone(),
+                others: named[1..]
+                    .iter()
+                    .zip(&i.members[1..])
+                    .map(|((pid, comm, _), m)| IncidentProcess {
+                        pid: *pid,
+                        comm: comm.clone(),
+                        on_gpu: m.on_gpu,
+                    })
+                    .collect(),
+            }),
+            _ => None,
+        };
         let events = inc
             .events
             .iter()

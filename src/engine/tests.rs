@@ -724,3 +724,69 @@ fn a_crash_ends_its_page_at_once_and_is_scored_as_paged() {
     assert_eq!(g.score.episodes(EpisodeOutcome::Oom), 1);
     assert_eq!(g.score.episodes(EpisodeOutcome::NoOom), 0);
 }
+
+#[test]
+fn two_processes_leaking_by_turns_on_one_gpu_get_one_page_naming_both() {
+    use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome};
+    let mib = 1u64 << 20;
+    let mut e = Engine::new(&Config::default(), "test");
+    // Two trials of a sweep without the client, 30 GiB each on a 100 GiB GPU, leaking 300 MiB a
+    // second by turns of 20 s, until the step of pid 40 at 128 s leaves 212 MiB: it crashes.
+    let (mut a, mut b) = (30u64 << 30, 30u64 << 30);
+    let mut critical = vec![];
+    for i in 0..=128u64 {
+        if (i / 20) % 2 == 0 {
+            a += 300 * mib;
+        } else {
+            b += 300 * mib;
+        }
+        let free = (100u64 << 30) - a - b - (2 << 30);
+        e.observe(&listed_only(i as f64, &[(40, a), (41, b)], free));
+        let snap = e.snapshot();
+        let g = &snap.gpus[0];
+        if g.risk == RiskLevel::Critical {
+            let d = g.driver.as_ref().expect("a page names its incident");
+            critical.push((i, d.pid, d.others_text()));
+        }
+    }
+    e.observe(&listed_only(129.0, &[(41, b)], (98u64 << 30) - b));
+    // Critical from about a minute before the crash to it, unbroken, each second the same
+    // incident: the label that names it never changes, and the text names the other trial.
+    assert!(critical.len() >= 20, "{critical:?}");
+    let (first, last) = (critical[0].0, critical[critical.len() - 1].0);
+    assert_eq!(last, 128);
+    assert_eq!(
+        critical.len() as u64,
+        last - first + 1,
+        "unbroken: {critical:?}"
+    );
+    let (_, driver, others) = &critical[0];
+    assert!(
+        critical.iter().all(|c| (&c.1, &c.2) == (driver, others)),
+        "{critical:?}"
+    );
+    let other = if *driver == Some(40) { 41 } else { 40 };
+    assert_eq!(others, &format!("worker (pid {other})"));
+    // The crash: an OOM event of its own, paged; the page ends with its process gone.
+    let snap = e.snapshot();
+    let g = &snap.gpus[0];
+    assert!(g.risk < RiskLevel::High, "{:?}", g.risk);
+    assert_eq!(g.oom_events.len(), 1);
+    assert_eq!(
+        (g.oom_events[0].pid, g.oom_events[0].outcome),
+        (40, Outcome::Paged)
+    );
+    for i in 130..150 {
+        e.observe(&listed_only(i as f64, &[(41, b)], (98u64 << 30) - b));
+    }
+    let score = e.snapshot().gpus[0].score;
+    assert_eq!(score.ooms(OomKind::Inferred, Outcome::Paged), 1);
+    assert_eq!(
+        (
+            score.episodes(EpisodeOutcome::Oom),
+            score.episodes(EpisodeOutcome::NoOom)
+        ),
+        (1, 0),
+        "one page"
+    );
+}
