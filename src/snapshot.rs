@@ -54,21 +54,70 @@ pub struct GpuView {
     pub driver: Option<DriverView>,
     /// The out-of-memory errors of the last `OOM_EVENT_TTL` seconds, oldest first.
     pub oom_events: Vec<OomEventView>,
-    /// Out-of-memory errors counted on this GPU, by kind and training job.
+    /// Out-of-memory events counted on this GPU, by kind and training job.
     pub oom_counts: Vec<OomCount>,
+    /// The requests that failed in its reported out-of-memory events.
+    pub oom_failed_requests: u64,
     /// The forecast's score on this GPU since the exporter started.
     pub score: Score,
 }
 
-/// Who drives a GPU's risk: a process, or (`pid: None`) memory no listed process accounts for.
+/// The driver of a GPU's incident, who names it: a process, or (`pid: None`) memory no listed
+/// process accounts for; and the incident's other processes.
 #[derive(Debug, Clone, Serialize)]
 pub struct DriverView {
     pub pid: Option<u32>,
     pub comm: String,
     pub pod: Option<PodLabels>,
+    /// The other processes of the incident, in the order they joined: those that drove it
+    /// after its driver, and those whose own forecast said they would fail in it.
+    pub others: Vec<IncidentProcess>,
 }
 
-/// One out-of-memory error, as its process was known then.
+/// A process of an incident, as it was known when it joined.
+#[derive(Debug, Clone, Serialize)]
+pub struct IncidentProcess {
+    pub pid: Option<u32>,
+    pub comm: String,
+    /// Still on the GPU.
+    pub on_gpu: bool,
+}
+
+/// At most this many of an incident's other processes are named in its text.
+const OTHERS_NAMED: usize = 8;
+
+impl DriverView {
+    /// The incident's other processes in words ("python3 (pid 102), python3 (pid 103, gone)"),
+    /// empty when there are none.
+    pub fn others_text(&self) -> String {
+        let mut named: Vec<String> = self
+            .others
+            .iter()
+            .take(OTHERS_NAMED)
+            .map(|p| {
+                let gone = if p.on_gpu { "" } else { ", gone" };
+                match p.pid {
+                    Some(pid) => {
+                        let comm = if p.comm.is_empty() {
+                            "process"
+                        } else {
+                            &p.comm
+                        };
+                        format!("{comm} (pid {pid}{gone})")
+                    }
+                    None => "memory no listed process accounts for".to_string(),
+                }
+            })
+            .collect();
+        if self.others.len() > OTHERS_NAMED {
+            named.push(format!("{} more", self.others.len() - OTHERS_NAMED));
+        }
+        named.join(", ")
+    }
+}
+
+/// One out-of-memory event, one failure of one process (however many of its requests failed
+/// in it), as its process was known then.
 #[derive(Debug, Clone, Serialize)]
 pub struct OomEventView {
     /// When it became known, on the source's clock.
@@ -81,7 +130,10 @@ pub struct OomEventView {
     /// The training job its process reported (empty: none).
     pub job: String,
     pub pod: Option<PodLabels>,
-    /// The request that failed and the device's free bytes then, where known.
+    /// How many requests failed in it (its burst, `incident::BURST_WINDOW`); none for an
+    /// inferred one.
+    pub requests: Option<u64>,
+    /// The largest request that failed and the device's free bytes then, where known.
     pub request_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
     /// What the GPU showed when it came.
@@ -154,5 +206,39 @@ impl ProcessView {
     pub fn has_identity(&self) -> bool {
         let i = &self.identity;
         i.job.is_some() || i.rank.is_some() || i.local_rank.is_some() || i.world_size.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incidents_other_processes_are_named_in_words_gone_ones_marked() {
+        let process = |pid: Option<u32>, comm: &str, on_gpu| IncidentProcess {
+            pid,
+            comm: comm.to_string(),
+            on_gpu,
+        };
+        let mut d = DriverView {
+            pid: Some(101),
+            comm: "python3".into(),
+            pod: None,
+            others: vec![],
+        };
+        assert_eq!(d.others_text(), "");
+        d.others = vec![
+            process(Some(102), "trainer", true),
+            process(Some(103), "", false),
+            process(None, "", true),
+        ];
+        assert_eq!(
+            d.others_text(),
+            "trainer (pid 102), process (pid 103, gone), memory no listed process accounts for"
+        );
+        d.others = (0..11).map(|i| process(Some(200 + i), "w", true)).collect();
+        let text = d.others_text();
+        assert!(text.starts_with("w (pid 200), w (pid 201)"), "{text}");
+        assert!(text.ends_with("w (pid 207), 3 more"), "{text}");
     }
 }

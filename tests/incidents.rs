@@ -8,11 +8,19 @@
 //! - the three GPU 0 jobs of the 2026-11-26 H200 node, replayed together, are three separate
 //!   incidents: three OOM events, no critical episode (and no driver) outliving its process.
 //!
+//! - one failure of one process is one OOM event however many of its requests failed, live
+//!   (reports over the socket) and replayed alike.
+//!
 //! Whether the forecast pages in time is tests/corpus.rs's question, not this file's.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use gpumem_exporter::analysis::incident::{EpisodeOutcome, OomKind, Outcome, OOM_GRACE};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gpumem_exporter::analysis::incident::{
+    EpisodeOutcome, OomKind, Outcome, BURST_WINDOW, OOM_GRACE,
+};
 use gpumem_exporter::analysis::oom::RiskLevel;
 use gpumem_exporter::analysis::verdict::{self, ForecastAt};
 use gpumem_exporter::commands::replay::run_timeline;
@@ -45,6 +53,23 @@ fn corpus(set: &str) -> Vec<(String, Vec<PathBuf>)> {
         dir.display()
     );
     runs
+}
+
+/// A recording's failed requests as OOM events: those of one process within `BURST_WINDOW` of
+/// the first of its burst are one.
+fn bursts<'a>(failures: &[&'a Failure]) -> Vec<Vec<&'a Failure>> {
+    let mut out: Vec<Vec<&Failure>> = vec![];
+    for &f in failures {
+        let open = out
+            .iter_mut()
+            .rev()
+            .find(|b| b[0].pid == f.pid && f.t - b[0].t <= BURST_WINDOW);
+        match open {
+            Some(b) => b.push(f),
+            None => out.push(vec![f]),
+        }
+    }
+    out
 }
 
 /// One GPU's second: what a replay's verdict reads, and who drove it.
@@ -136,9 +161,11 @@ fn check(set: &str) {
                 .map(|&o| score.ooms(OomKind::Inferred, o))
                 .sum();
             let mut fail = |m: String| failures.push(format!("{name} ({uuid}): {m}"));
-            if reported != ooms.len() as u64 {
+            let events = bursts(&ooms);
+            if reported != events.len() as u64 {
                 fail(format!(
-                    "{reported} reported OOMs counted, the recording has {}",
+                    "{reported} reported OOM events counted, the recording has {} ({} failed requests)",
+                    events.len(),
                     ooms.len()
                 ));
             }
@@ -183,15 +210,20 @@ fn check(set: &str) {
                                 fail(format!("lead {a:.1} s, the verdict's {b:.1} s"));
                             }
                         }
+                        // The event's request is the largest of its burst.
+                        let largest = events[0]
+                            .iter()
+                            .max_by_key(|f| f.request_bytes)
+                            .expect("a burst has a failure");
                         if (e.request_bytes, e.free_bytes)
-                            != (first.request_bytes, first.device_free)
+                            != (largest.request_bytes, largest.device_free)
                         {
                             fail(format!(
                                 "request and free bytes {:?} {:?}, recorded {:?} {:?}",
                                 e.request_bytes,
                                 e.free_bytes,
-                                first.request_bytes,
-                                first.device_free
+                                largest.request_bytes,
+                                largest.device_free
                             ));
                         }
                     }
@@ -313,4 +345,201 @@ fn three_crashes_in_a_row_on_one_gpu_are_three_incidents() {
             crash - from
         );
     }
+}
+
+const BURST_GPU: &str = "GPU-burst-0";
+const MIB: u64 = 1 << 20;
+
+/// One process on one 80 GiB GPU holding 10 GiB, recorded for `seconds`: NVML every second,
+/// and with `failures` ((t, request bytes) of each failed request) its allocator's statistics
+/// every second with their OOM counter, and its OOM events.
+fn recording(path: &Path, pid: u32, seconds: u32, failures: Option<&[(f64, u64)]>) {
+    use serde_json::json;
+    let (total, held) = (80u64 << 30, 10u64 << 30);
+    let mut lines = vec![
+        json!({"kind": "header", "scenario": "burst", "gpu_uuid": BURST_GPU,
+        "gpu_index": 0, "total_memory": total, "pid": pid}),
+    ];
+    let mut items: Vec<(f64, serde_json::Value)> = vec![];
+    for i in 0..=seconds {
+        let t = f64::from(i);
+        let mut sample = json!({"kind": "sample", "t": t, "nvml": {"total": total,
+            "used": held, "free": total - held, "procs": [{"pid": pid, "used": held}]}});
+        if let Some(f) = failures {
+            let ooms = f.iter().filter(|x| x.0 <= t).count();
+            sample["torch"] = json!({"allocated_bytes.all.current": held / 2,
+                "reserved_bytes.all.current": held - (512 * MIB), "num_ooms": ooms});
+        }
+        items.push((t, sample));
+    }
+    for &(t, request) in failures.unwrap_or(&[]) {
+        items.push((
+            t,
+            json!({"kind": "event", "t": t, "name": "oom", "request_bytes": request,
+                "device_free": 4 * MIB, "error": "CUDA out of memory"}),
+        ));
+    }
+    items.sort_by(|a, b| a.0.total_cmp(&b.0));
+    lines.extend(items.into_iter().map(|(_, v)| v));
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(path, text.join("\n") + "\n").unwrap();
+}
+
+/// A backward pass that fails 25 requests of 38-126 MiB within 30 ms at 20 s; the process
+/// catches it, carries on, and fails one request at 80 s.
+fn crash_and_crash_again() -> Vec<(f64, u64)> {
+    let mut f: Vec<(f64, u64)> = (0..25u64)
+        .map(|k| (20.1 + k as f64 * 0.00125, (38 + (k * 37) % 89) * MIB))
+        .collect();
+    f.push((80.1, 64 * MIB));
+    f
+}
+
+/// What the tests compare of a GPU's OOM events: (OOM events by kind, failed requests, outcomes
+/// scored, and each event's (pid, requests, largest request, free bytes, outcome)).
+type Events = (
+    u64,
+    u64,
+    u64,
+    Vec<(u64, Option<u64>, Option<u64>, Option<u64>, String)>,
+);
+
+fn events_of(gpu: &serde_json::Value) -> Events {
+    let n = |v: &serde_json::Value| v.as_u64();
+    let counted = gpu["oom_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "reported")
+        .filter_map(|c| n(&c["count"]))
+        .sum();
+    let scored = gpu["score"]["ooms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|k| k.as_array().unwrap().iter().filter_map(n))
+        .sum();
+    let each = gpu["oom_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                n(&e["pid"]).unwrap(),
+                n(&e["requests"]),
+                n(&e["request_bytes"]),
+                n(&e["free_bytes"]),
+                e["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (
+        counted,
+        n(&gpu["oom_failed_requests"]).unwrap(),
+        scored,
+        each,
+    )
+}
+
+#[test]
+fn one_failure_is_one_oom_event_live_and_replayed_alike() {
+    use common::{post_unix, Exporter, Launch};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    // This process is the one the recording lists on the GPU: its reports are trusted.
+    let pid = std::process::id();
+    let failures = crash_and_crash_again();
+
+    // Replayed: the recording with its allocator's statistics and OOM events.
+    let replayed = dir.path().join("replayed.jsonl");
+    recording(&replayed, pid, 100, Some(&failures));
+    let cfg = Config::default();
+    let mut source = ReplaySource::open(&[replayed])
+        .unwrap()
+        .with_report_interval(cfg.replay.report_interval.as_secs_f64());
+    assert_eq!(source.failures().len(), 26);
+    let mut at_90 = None;
+    run_timeline(&cfg, &mut source, |t, snap, _| {
+        if t == 90 {
+            at_90 = Some(serde_json::to_value(&snap.gpus[0]).unwrap());
+        }
+        Ok(())
+    })
+    .unwrap();
+    let replay = events_of(&at_90.expect("the replay reached 90 s"));
+
+    // Live: NVML from the recording, on its clock at 5x, and the same failures reported over
+    // the socket as they happen, each failed request the observer's own report.
+    let nvml_only = dir.path().join("nvml.jsonl");
+    recording(&nvml_only, pid, 200, None);
+    let source = format!("replay:{}", nvml_only.display());
+    let e = Exporter::launch_on(
+        &source,
+        &[],
+        Launch {
+            config_yaml: "replay:\n  speed: 5\n",
+            ..Launch::default()
+        },
+    );
+    let snapshot =
+        || -> serde_json::Value { serde_json::from_str(&e.get("/api/v1/snapshot")).unwrap() };
+    let wait_until = |t: f64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while snapshot()["t"].as_f64().unwrap_or(0.0) < t {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replay clock never reached {t}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let post = |body: serde_json::Value| {
+        let (status, answer) = post_unix(
+            &e.socket,
+            "/api/v1/report",
+            "application/json",
+            &serde_json::to_vec(&body).unwrap(),
+        );
+        assert_eq!(status, 202, "{answer}");
+    };
+    let stats = |ooms: usize| {
+        json!({"version": 1, "devices": [{"uuid": BURST_GPU, "allocator": "pytorch",
+            "allocated_bytes": 5u64 << 30, "reserved_bytes": (10u64 << 30) - 512 * MIB,
+            "ooms": ooms}]})
+    };
+    let failed = |request: u64| {
+        json!({"version": 1, "devices": [], "events": [{"kind": "oom", "name": BURST_GPU,
+            "request_bytes": request, "free_bytes": 4 * MIB, "message": "CUDA out of memory"}]})
+    };
+    wait_until(10.0);
+    post(stats(0));
+    wait_until(20.0);
+    for &(_, request) in &failures[..25] {
+        post(failed(request));
+    }
+    post(stats(25));
+    wait_until(80.0);
+    post(failed(failures[25].1));
+    post(stats(26));
+    wait_until(85.0);
+    let live = events_of(&snapshot()["gpus"][0]);
+
+    let expected_each = vec![
+        (
+            u64::from(pid),
+            Some(25),
+            Some(126 * MIB),
+            Some(4 * MIB),
+            "missed".to_string(),
+        ),
+        (
+            u64::from(pid),
+            Some(1),
+            Some(64 * MIB),
+            Some(4 * MIB),
+            "missed".to_string(),
+        ),
+    ];
+    assert_eq!(replay, (2, 26, 2, expected_each), "replayed");
+    assert_eq!(live, replay, "live and replayed agree");
 }

@@ -296,13 +296,17 @@ fn a_process_nvml_does_not_list_on_a_gpu_cannot_raise_its_risk() {
 
     let trusting = Exporter::start_with_config(&format!("{IDLE_GPU}{TRUST_REPORTS}"), &[]);
     let (uuid, m, _) = forge_ooms(&trusting);
-    // Ten OOMs, as the allocator's counter says (each event was one of them), each an event of
-    // its own; an OOM that happened is no level of the forecast (the retries, without growth,
-    // are medium at most).
+    // Ten failed requests, as the allocator's counter says (each event was one of them), within
+    // a second: one failure of the process, one OOM event; an OOM that happened is no level of
+    // the forecast (the retries, without growth, are medium at most).
+    assert_eq!(ooms(&m, &uuid), Some(1.0), "trusted OOM reports must count");
     assert_eq!(
-        ooms(&m, &uuid),
-        Some(10.0),
-        "trusted OOM reports must count"
+        sample_value(
+            &m,
+            "gpumem_oom_failed_requests_total",
+            &[("uuid", uuid.as_str())]
+        ),
+        Some(10.0)
     );
     assert!(sample_value(&m, "gpumem_oom_event_info", &[("uuid", uuid.as_str())]).is_some());
     assert!(gpu_risk(&m, &uuid) < 2.0);

@@ -12,11 +12,15 @@ local query = {
   event(family): '{{ with printf `%s{instance=%%q,uuid=%%q,event=%%q}` $labels.instance $labels.uuid $labels.event | query }}' % family,
 };
 local largestProcess = 'Largest process: ' + query.largest + '{{ with . | first }}{{ .Labels.comm }} (pid {{ .Labels.pid }}, {{ .Value | humanize1024 }}B){{ end }}{{ else }}none reported{{ end }}.';
-// The process the exporter names as the driver (joined from gpumem_oom_risk_driver_info), or
-// the largest one where it names none (memory no listed process accounts for).
-local driver = '{{ if $labels.pid }}Driven by {{ or $labels.comm "process" }} (pid {{ $labels.pid }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ end }}): the alert ends when it exits.{{ else }}' + largestProcess + '{{ end }}';
-// The GPU's risk level at or above `level`, with the labels of the process that drives it: a new
-// driver is a new alert (and a new page). An exporter that names no driver still alerts.
+// The incident's driver as the exporter names it (joined from gpumem_oom_risk_driver_info), or
+// the largest process where it names none (memory no listed process accounts for); then the
+// incident's other processes, read from the same series now: they join while it lasts, and the
+// alert's labels must not change (a new label set would be a new alert, and a new page).
+local incident = '{{ with printf `gpumem_oom_risk_driver_info{instance=%q,uuid=%q}` $labels.instance $labels.uuid | query }}{{ with . | first | label "others" }} Also in this incident: {{ . }}.{{ end }}{{ end }}';
+local driver = '{{ if $labels.pid }}Driven by {{ or $labels.comm "process" }} (pid {{ $labels.pid }}{{ with $labels.pod }}, pod {{ $labels.namespace }}/{{ . }}{{ end }}).{{ else }}' + largestProcess + '{{ end }}' + incident + ' The alert ends when the processes of the incident have exited or no longer grow towards the limit.';
+// The GPU's risk level at or above `level`, with the labels of its incident's driver: the
+// exporter keeps them for the incident's life, and a new incident is a new alert (and a new
+// page). An exporter that names no driver still alerts.
 local withDriver(level) = |||
   (gpumem_oom_risk_level{pid=""} >= %(level)s)
     * on (instance, uuid) group_left (pid, comm, namespace, pod, container)
@@ -41,11 +45,13 @@ local withDriver(level) = |||
               under `analysis.risk.critical_eta` (60 s by default). An OOM that happened is not a
               level: it is GpuMemoryOomOccurred. The exporter only forecasts from credible trends
               after a process's warm-up and holds each level 15 s, so every level it reaches is seen
-              by a scrape. It holds critical across a staircase's gaps while the process that drove
-              it lives, and lets go at once when that process exits (a crash, the end of the job, a
-              kill): so no `keep_firing_for` here, and the page resolves at the first evaluation
-              after the process is gone. Joined with gpumem_oom_risk_driver_info, the alert names
-              that process, and the next growth on the same GPU is a new alert and a new page.
+              by a scrape. It holds critical across a staircase's gaps only while a process of the
+              incident still expects its next step (its own risk is high), and lets go at once when
+              the incident's processes exit (a crash, the end of the job, a kill): so no
+              `keep_firing_for` here, and the page resolves at the first evaluation after. Joined
+              with gpumem_oom_risk_driver_info, the alert is labelled with the incident's driver for
+              the incident's life and names its other processes: several processes running one GPU
+              out of memory together are one page; a new incident is a new alert and a new page.
               No `for`: at a 15 s scrape the page already waits up to 20 s for Prometheus (the
               scrape, then this group's own 5 s evaluation; docs/alerts.md, the delay budget), and
               a minute is all a critical forecast leaves.
@@ -73,8 +79,8 @@ local withDriver(level) = |||
               while demand grows. Allocator retries without growth are tight but steady headroom
               (GpuMemoryHeadroomTight), not this. A full GPU that stays flat (a server that takes 90 %
               up front) is not high. The thresholds live in the exporter's configuration, not here.
-              Named after the process that drives it, as the page is; it resolves when that process
-              exits. `for: 30s`: a blip of high shorter than 30 s does not warn; a forecast of
+              Named after the incident's driver, as the page is; it resolves when the incident's
+              processes exit. `for: 30s`: a blip of high shorter than 30 s does not warn; a forecast of
               "within 5 minutes" still leaves minutes to act (docs/alerts.md, the delay budget).
             ||| },
             expr: withDriver(c.oomRiskHighRiskLevel),

@@ -1,14 +1,23 @@
-//! Incidents: which process drives a GPU's risk, how long the level that pages holds, and how
-//! the forecast did against the out-of-memory errors that came.
+//! Incidents: which processes run a GPU out of memory, how long the level that pages holds, and
+//! how the forecast did against the out-of-memory errors that came.
 //!
-//! A page is about one cause: the process whose growth takes the GPU towards its limit, the
-//! *driver*. The level the forecast assesses holds `RISK_HOLD` after its cause goes
-//! (`oom::hold`); here a critical level also holds across a staircase's gaps (a batch that
-//! grows by stages has no ETA between two steps) for as long as its driver lives, and every
-//! hold ends at once when the driver exits: an OOM, the end of the job or a kill ends the
-//! incident, and its page resolves at the next evaluation. A new driver is a new incident.
+//! A page is about one incident: the GPU heading for its limit, from the analysis its level
+//! reaches high until it falls below high or every process of it is gone. Its *driver*, the
+//! process whose growth took the GPU there when it began, names it for its whole life, so that
+//! the page keeps one identity (a label that changed would be a new alert, and a new page);
+//! every process that drives it later, or whose own forecast says it will fail in it, joins it,
+//! and the page names them all. Several processes of one job (or several jobs) that run one GPU
+//! out of memory together are one incident, and one page.
 //!
-//! Each out-of-memory error is scored against what the GPU showed when it came (paged:
+//! The level the forecast assesses holds `RISK_HOLD` after its cause goes (`oom::hold`); here a
+//! critical level also holds across a staircase's gaps (a batch that grows by stages), but only
+//! while a process of the incident still expects to grow soon (its own risk is high or above):
+//! once their own risk falls, so does the GPU's critical. When a process of the incident exits
+//! (an OOM, the end of its job, a kill) every hold ends at once, and the level is what the
+//! forecast says of the processes still there; when all of them are gone, so is the incident,
+//! and the next growth is a new one.
+//!
+//! Each out-of-memory event is scored against what the GPU showed when it came (paged:
 //! critical; warned: high; missed), and each critical episode against what followed it (an
 //! OOM or none). Pure: time is the samples' time.
 
@@ -20,9 +29,11 @@ use super::oom::{self, Held, RiskLevel, RiskReason, MIN_STEP_BYTES};
 /// for.
 pub type Driver = Option<u32>;
 
-/// How long a critical level holds across a staircase's gap while its driver lives: two
-/// minutes after the forecast last said critical. A page that no OOM follows costs this much
-/// longer while its process lives; the crash, the end of the job or a kill ends it at once.
+/// How long a critical level holds across a staircase's gap at most: two minutes after the
+/// forecast last said critical, and only while a process of the incident still expects to grow
+/// soon (its own risk is high or above). A healthy job's own risk falls within its `RISK_HOLD`
+/// once its expected growth does not come, and the GPU's critical falls with it; the crash, the
+/// end of the job or a kill ends the hold at once.
 pub const STAIR_HOLD: f64 = 120.0;
 
 /// An OOM still counts for a critical (or high) stretch that ended at most this long before
@@ -33,6 +44,19 @@ pub const OOM_GRACE: f64 = 10.0;
 /// One OOM shows in two signals of a process, its client's OOM event and its allocator's
 /// `num_ooms`, a moment apart and in either order; within this window they are one OOM.
 pub const PAIR_WINDOW: f64 = 60.0;
+
+/// A process's failed requests within this many seconds of the first of its burst are one
+/// out-of-memory event: one failure of one process. One failure cascades (the backward pass
+/// that crashed a ResNet-50 on an H100 failed 25 requests within 30 ms), and its signals are
+/// spread further by the way they travel: the allocator's counter of those requests comes in
+/// the process's next report (a second later by default), and a recording is replayed on the
+/// sample clock (a second). The exporter cannot see a successful allocation between two
+/// failed ones (reports carry totals, about once a second), so the burst is a window from its
+/// first failed request, not a wait for the process to allocate again: 5 s holds a cascade and
+/// its counter at report intervals up to a few seconds, bounds a process that fails on every
+/// step to one event per window, and leaves a process that catches its error, carries on and
+/// fails again later with an event for each failure.
+pub const BURST_WINDOW: f64 = 5.0;
 
 /// How an out-of-memory error became known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -136,6 +160,10 @@ pub struct Contender {
     pub eta: Option<f64>,
     /// Bytes it holds.
     pub held: f64,
+    /// Its own risk level as the forecast assesses it now (with `oom::hold`'s anti-flap, never
+    /// an incident's hold): high or above while it expects to fail soon. Low for memory no
+    /// process accounts for.
+    pub risk: RiskLevel,
 }
 
 /// Who drives the risk now: the steepest credible growth; without growth, the process whose
@@ -208,13 +236,92 @@ impl OomPairing {
     }
 }
 
+/// Where failed requests of a process go among its out-of-memory events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Nowhere: the other signal counted them, and no event of the process is open.
+    Nothing,
+    /// They begin an event, numbered as the caller said (`next`); `requests` of them are new.
+    Opens { requests: u64 },
+    /// They belong to the open event `event`; `requests` of them are new (0: the other signal
+    /// counted them, but an OOM event's request size may still be news).
+    Joins { event: u64, requests: u64 },
+}
+
+/// One process's out-of-memory errors: its failed requests as its two signals tell them, each
+/// counted once (`OomPairing`), and grouped into events (`BURST_WINDOW`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessOoms {
+    pairing: OomPairing,
+    /// The open event: when its first failed request came, and its number.
+    burst: Option<(f64, u64)>,
+}
+
+impl ProcessOoms {
+    /// An OOM event (one failed request) at `t`; `next` is the number a new event would take.
+    pub fn event(&mut self, t: f64, next: u64) -> Place {
+        let new = u64::from(self.pairing.event(t));
+        self.place(t, new, next)
+    }
+
+    /// The allocator's counter rose by `k` at `t`; `next` as for `event`.
+    pub fn counter(&mut self, t: f64, k: u64, next: u64) -> Place {
+        let new = self.pairing.counter(t, k);
+        self.place(t, new, next)
+    }
+
+    fn place(&mut self, t: f64, requests: u64, next: u64) -> Place {
+        match self.burst {
+            Some((since, event)) if t - since <= BURST_WINDOW => Place::Joins { event, requests },
+            _ if requests == 0 => Place::Nothing,
+            _ => {
+                self.burst = Some((t, next));
+                Place::Opens { requests }
+            }
+        }
+    }
+}
+
 /// What the tracker publishes for a GPU after a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Published {
     /// The level that pages and warns, with its reason, and until when the forecast holds it.
     pub risk: Held,
-    /// Who drives it, while it is high or above.
+    /// The driver of its incident, while it is high or above.
     pub driver: Option<Driver>,
+}
+
+/// A process of an incident.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Member {
+    pub who: Driver,
+    /// Still on the GPU.
+    pub on_gpu: bool,
+}
+
+/// One incident on a GPU (see the module's documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    /// Its number among the GPU's incidents since the exporter started.
+    pub number: u64,
+    /// Its processes in the order they joined: the first is its driver, who names it.
+    pub members: Vec<Member>,
+}
+
+impl Incident {
+    pub fn driver(&self) -> Driver {
+        self.members[0].who
+    }
+
+    fn has(&self, who: Driver) -> bool {
+        self.members.iter().any(|m| m.who == who)
+    }
+
+    fn join(&mut self, who: Driver) {
+        if !self.has(who) {
+            self.members.push(Member { who, on_gpu: true });
+        }
+    }
 }
 
 /// An OOM as scored when it came.
@@ -228,7 +335,8 @@ pub struct Scored {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Episode {
     since: f64,
-    driver: Driver,
+    /// The incident it is a stretch of.
+    incident: u64,
     /// The last time the forecast itself (not a hold) said critical.
     assessed: f64,
     reason: RiskReason,
@@ -242,12 +350,14 @@ struct Ended {
     oom: bool,
 }
 
-/// One GPU's incidents: its driver, its critical episodes and high stretches, its score.
+/// One GPU's incidents: the open one, its critical episodes and high stretches, its score.
 #[derive(Debug, Clone, Default)]
 pub struct Tracker {
-    /// The forecast's level with its own hold, before the driver's part.
+    /// The forecast's level with its own hold, before the incident's part.
     forecast: Option<Held>,
-    driver: Option<Driver>,
+    incident: Option<Incident>,
+    /// Incidents opened so far: the number of the last one.
+    opened: u64,
     critical: Option<Episode>,
     /// Critical episodes that ended within `OOM_GRACE`.
     ended: Vec<Ended>,
@@ -262,9 +372,14 @@ impl Tracker {
         &self.score
     }
 
-    /// Who drives the risk, while the published level is high or above.
+    /// The open incident, while the published level is high or above.
+    pub fn incident(&self) -> Option<&Incident> {
+        self.incident.as_ref()
+    }
+
+    /// The driver of the open incident.
     pub fn driver(&self) -> Option<Driver> {
-        self.driver
+        self.incident.as_ref().map(Incident::driver)
     }
 
     /// One analysis of the GPU: the forecast's assessment now and who is on the GPU now (every
@@ -276,47 +391,74 @@ impl Tracker {
         contenders: &[Contender],
     ) -> Published {
         let alive = |d: Driver| contenders.iter().any(|c| c.who == d);
-        // The driver is gone: so is every hold it kept.
-        let gone = self.driver.is_some_and(|d| !alive(d));
-        if gone {
-            self.driver = None;
+        // A process of the incident is gone: so is every hold it kept, and what is left is what
+        // the forecast says of the processes still there.
+        let mut gone = false;
+        if let Some(i) = &mut self.incident {
+            for m in i.members.iter_mut().filter(|m| m.on_gpu && !alive(m.who)) {
+                m.on_gpu = false;
+                gone = true;
+            }
+            if !i.members.iter().any(|m| m.on_gpu) {
+                self.incident = None;
+            }
         }
         let held = oom::hold(self.forecast.filter(|_| !gone), now, assessed);
         self.forecast = Some(held);
         let mut risk = held;
-        // A staircase between two steps: the page holds while the process that drove it lives.
-        if let Some(e) = self.critical.filter(|e| alive(e.driver)) {
-            if risk.level < RiskLevel::Critical && now - e.assessed <= STAIR_HOLD {
+        // A staircase between two steps: the page holds while a process of its incident still
+        // expects its next step soon, never after their own risk has fallen (nor as one of them
+        // goes: what the others expect now is the forecast's to say).
+        if let (Some(e), Some(i), false) = (self.critical, &self.incident, gone) {
+            let expecting = contenders
+                .iter()
+                .any(|c| c.risk >= RiskLevel::High && i.has(c.who));
+            if e.incident == i.number
+                && risk.level < RiskLevel::Critical
+                && now - e.assessed <= STAIR_HOLD
+                && expecting
+            {
                 risk.level = RiskLevel::Critical;
                 risk.reason = e.reason;
             }
         }
-        self.driver = (risk.level >= RiskLevel::High).then(|| {
-            let now_drives = candidate(contenders).unwrap_or(None);
-            match self.driver {
-                // A new growth at critical while the driver no longer grows: a new incident.
-                Some(d)
-                    if !(assessed.0 == RiskLevel::Critical
-                        && now_drives != d
-                        && !contenders.iter().any(|c| c.who == d && c.growth.is_some())) =>
-                {
-                    d
+        if risk.level >= RiskLevel::High {
+            let drives = candidate(contenders).unwrap_or(None);
+            let i = match &mut self.incident {
+                Some(i) => i,
+                None => {
+                    self.opened += 1;
+                    self.incident.insert(Incident {
+                        number: self.opened,
+                        members: vec![Member {
+                            who: drives,
+                            on_gpu: true,
+                        }],
+                    })
                 }
-                _ => now_drives,
+            };
+            // Whoever grows steepest now drives it too; whoever expects to fail soon is in it.
+            for c in contenders {
+                let steepest = c.who == drives && c.growth.is_some();
+                if steepest || c.risk >= RiskLevel::High {
+                    i.join(c.who);
+                }
             }
-        });
+        } else {
+            self.incident = None;
+        }
         self.follow(now, risk, assessed.0 == RiskLevel::Critical);
         Published {
             risk,
-            driver: self.driver,
+            driver: self.driver(),
         }
     }
 
     /// Open and close the critical episodes and high stretches the published level makes.
     fn follow(&mut self, now: f64, risk: Held, assessed_critical: bool) {
-        let driver = self.driver.unwrap_or(None);
+        let incident = self.incident.as_ref().map_or(0, |i| i.number);
         match &mut self.critical {
-            Some(e) if risk.level == RiskLevel::Critical && e.driver == driver => {
+            Some(e) if risk.level == RiskLevel::Critical && e.incident == incident => {
                 if assessed_critical {
                     e.assessed = now;
                     e.reason = risk.reason;
@@ -327,7 +469,7 @@ impl Tracker {
                 if risk.level == RiskLevel::Critical {
                     self.critical = Some(Episode {
                         since: now,
-                        driver,
+                        incident,
                         assessed: now,
                         reason: risk.reason,
                         oom: false,
@@ -411,6 +553,16 @@ mod tests {
             growth: Some(slope),
             eta: Some(30.0),
             held: 10.0 * GIB,
+            risk: Critical,
+        }
+    }
+
+    /// A process between two steps of its staircase, its own forecast expecting the next one
+    /// (`High`) or not any more (`Low`).
+    fn between(pid: u32, own: RiskLevel) -> Contender {
+        Contender {
+            risk: own,
+            ..flat(pid)
         }
     }
 
@@ -427,6 +579,7 @@ mod tests {
         growth: None,
         eta: None,
         held: 0.0,
+        risk: Low,
     };
 
     fn at(level: RiskLevel) -> (RiskLevel, RiskReason) {
@@ -491,13 +644,15 @@ mod tests {
     }
 
     #[test]
-    fn a_staircase_holds_critical_across_its_gaps_while_its_driver_lives() {
+    fn a_staircase_whose_steps_keep_coming_keeps_one_page_across_its_gaps() {
         let mut tr = Tracker::default();
         let on = [grower(7, 1e8), NOBODY];
-        let between = [flat(7), NOBODY];
+        // Between two steps the forecast has no critical ETA, but the process's own forecast
+        // still expects its next step (high).
+        let expecting = [between(7, High), NOBODY];
         run(&mut tr, 0, 10, Critical, &on);
-        // 60 s between two steps with no forecast at all: still critical, same driver.
-        let gap = run(&mut tr, 10, 70, Low, &between);
+        // 60 s between two steps with no critical forecast: still critical, same driver.
+        let gap = run(&mut tr, 10, 70, Low, &expecting);
         assert!(gap
             .iter()
             .all(|p| p.risk.level == Critical && p.driver == Some(Some(7))));
@@ -507,14 +662,60 @@ mod tests {
         assert_eq!(scored.outcome, Outcome::Paged);
         assert!((scored.lead.unwrap() - 80.2).abs() < 1e-9, "{scored:?}");
         assert_eq!(tr.step(81.0, at(Low), &[NOBODY]).risk.level, Low);
-        assert_eq!(tr.score().episodes(EpisodeOutcome::Oom), 1);
+        assert_eq!(tr.score().episodes, [1, 0], "one page, followed by its OOM");
         // The bridge is bounded: a forecast that never says critical again lets go after
-        // STAIR_HOLD, though its process lives on.
+        // STAIR_HOLD, though its process lives on expecting growth.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 10, Critical, &on);
-        let long = run(&mut tr, 10, 200, Low, &between);
+        let long = run(&mut tr, 10, 200, Low, &expecting);
         let last_critical = long.iter().rposition(|p| p.risk.level == Critical).unwrap();
         assert_eq!(10 + last_critical as u32, 9 + STAIR_HOLD as u32);
+    }
+
+    #[test]
+    fn a_staircase_whose_next_step_does_not_come_lets_go_once_its_own_risk_falls() {
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 10, Critical, &[grower(7, 1e8), NOBODY]);
+        // The next step is due; the process's own forecast expects it until 40 s, then no
+        // longer (the step did not come).
+        let waiting = run(&mut tr, 10, 40, Low, &[between(7, High), NOBODY]);
+        assert!(waiting.iter().all(|p| p.risk.level == Critical));
+        let after = run(&mut tr, 40, 100, Low, &[between(7, Low), NOBODY]);
+        assert!(
+            after
+                .iter()
+                .all(|p| p.risk.level == Low && p.driver.is_none()),
+            "critical falls at the first analysis after its own risk fell: {:?}",
+            after[0]
+        );
+        // The page ended without an OOM: a false alarm, scored as such.
+        assert_eq!(tr.score().episodes, [0, 1]);
+    }
+
+    #[test]
+    fn a_healthy_jobs_critical_is_never_held_after_its_own_risk_fell() {
+        // Critical for 20 s, then the forecast is taken back: the GPU's own forecast and the
+        // process's fall together, and only the forecast's anti-flap holds the level.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(7, 1e8), NOBODY]);
+        let after = run(&mut tr, 20, 200, Low, &[between(7, Low), NOBODY]);
+        let last = after.iter().rposition(|p| p.risk.level >= High).unwrap();
+        assert_eq!(20 + last as u32, 19 + oom::RISK_HOLD as u32 - 1);
+        // Its own risk falls later than the GPU's forecast: critical holds until it does and
+        // not a second longer, however long the job lives on.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(7, 1e8), NOBODY]);
+        run(&mut tr, 20, 50, Low, &[between(7, High), NOBODY]);
+        let after = run(&mut tr, 50, 300, Low, &[between(7, Low), NOBODY]);
+        assert!(after.iter().all(|p| p.risk.level == Low));
+        // A GPU held at high by its forecast (nearly full while something grows) is no reason
+        // to hold critical for a process whose own risk fell.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(7, 1e8), NOBODY]);
+        let after = run(&mut tr, 20, 60, High, &[between(7, Medium), NOBODY]);
+        assert!(after[oom::RISK_HOLD as usize..]
+            .iter()
+            .all(|p| p.risk.level == High));
     }
 
     #[test]
@@ -555,12 +756,96 @@ mod tests {
     }
 
     #[test]
-    fn a_new_growth_at_critical_is_a_new_episode_even_without_a_gap() {
+    fn processes_that_run_a_gpu_out_of_memory_together_are_one_incident() {
+        let members = |tr: &Tracker| -> Vec<(Driver, bool)> {
+            tr.incident()
+                .map(|i| i.members.iter().map(|m| (m.who, m.on_gpu)).collect())
+                .unwrap_or_default()
+        };
+        // Process 1 grows to critical, stops (its level still held), and process 2 grows to
+        // critical in turn: one incident, still named after 1, naming both.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), flat(2), NOBODY]);
-        // Process 1 stops growing (its level still held), process 2 now grows to critical.
-        let p = tr.step(20.0, at(Critical), &[flat(1), grower(2, 1e8), NOBODY]);
-        assert_eq!((p.risk.level, p.driver), (Critical, Some(Some(2))));
+        let p = run(
+            &mut tr,
+            20,
+            40,
+            Critical,
+            &[flat(1), grower(2, 1e8), NOBODY],
+        );
+        assert!(p
+            .iter()
+            .all(|p| (p.risk.level, p.driver) == (Critical, Some(Some(1)))));
+        assert_eq!(members(&tr), [(Some(1), true), (Some(2), true)]);
+        // Three trials of a sweep leaking on one GPU by turns, each step steeper than the last
+        // one's: one page for them all.
+        let mut tr = Tracker::default();
+        let trials = [101, 102, 103];
+        run(
+            &mut tr,
+            0,
+            10,
+            High,
+            &[grower(101, 1e7), flat(102), flat(103)],
+        );
+        for k in 0..9u32 {
+            let grows = trials[k as usize % 3];
+            let on: Vec<Contender> = trials
+                .iter()
+                .map(|&t| {
+                    if t == grows {
+                        grower(t, 1e8 * f64::from(k + 1))
+                    } else {
+                        between(t, High)
+                    }
+                })
+                .collect();
+            let p = run(&mut tr, 10 + 10 * k, 20 + 10 * k, Critical, &on);
+            assert!(p.iter().all(|p| p.driver == Some(Some(101))), "{p:?}");
+        }
+        assert_eq!(
+            members(&tr),
+            [(Some(101), true), (Some(102), true), (Some(103), true)]
+        );
+        // The first trial fails; the others still grow towards the limit: the same incident,
+        // under the same name, its OOM event its own.
+        assert_eq!(tr.oom(100.0, OomKind::Reported).outcome, Outcome::Paged);
+        let p = run(
+            &mut tr,
+            100,
+            110,
+            Critical,
+            &[grower(102, 1e9), between(103, High)],
+        );
+        assert!(p.iter().all(|p| p.driver == Some(Some(101))));
+        assert_eq!(
+            members(&tr),
+            [(Some(101), false), (Some(102), true), (Some(103), true)]
+        );
+        for t in [110.0, 110.5] {
+            assert_eq!(tr.oom(t, OomKind::Reported).outcome, Outcome::Paged);
+        }
+        assert_eq!(tr.step(111.0, at(Low), &[]).driver, None);
+        run(&mut tr, 112, 130, Low, &[]);
+        let s = tr.score();
+        assert_eq!(
+            s.ooms(OomKind::Reported, Outcome::Paged),
+            3,
+            "an event each"
+        );
+        assert_eq!(s.episodes, [1, 0], "one page");
+        // One of two fails and its memory comes back: the page ends at once, though the other's
+        // own level still holds for its anti-flap.
+        let mut tr = Tracker::default();
+        run(
+            &mut tr,
+            0,
+            20,
+            Critical,
+            &[grower(1, 1e8), grower(2, 1e7), NOBODY],
+        );
+        let p = tr.step(20.0, at(Low), &[between(2, Critical), NOBODY]);
+        assert_eq!((p.risk.level, p.driver), (Low, None));
         // A weaker grower beside a driver that still grows changes nothing.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 20, Critical, &[grower(1, 1e7), NOBODY]);
@@ -570,23 +855,36 @@ mod tests {
             &[grower(1, 1e7), grower(2, 1e8), NOBODY],
         );
         assert_eq!(p.driver, Some(Some(1)));
-        // Nor does a neighbour's slow growth while the driver is between two steps.
+    }
+
+    #[test]
+    fn once_the_gpu_let_go_and_its_processes_are_gone_a_new_growth_is_a_new_incident() {
+        // The incident's process crashes, the GPU falls below high, then a new process grows.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), NOBODY]);
-        let p = tr.step(20.0, at(High), &[flat(1), grower(2, 1e6), NOBODY]);
-        assert_eq!((p.risk.level, p.driver), (Critical, Some(Some(1))));
-        // The first episode ended without an OOM: scored once its grace is over.
+        tr.oom(20.0, OomKind::Reported);
+        run(&mut tr, 20, 40, Low, &[NOBODY]);
+        let p = run(&mut tr, 40, 60, Critical, &[grower(2, 1e8), NOBODY]);
+        assert_eq!(p[0].driver, Some(Some(2)));
+        assert_eq!(tr.incident().map(|i| i.number), Some(2));
+        // Its processes gone while a newcomer, never part of it, already grows at critical:
+        // a new incident at once.
         let mut tr = Tracker::default();
-        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), flat(2), NOBODY]);
-        tr.step(20.0, at(Critical), &[flat(1), grower(2, 1e8), NOBODY]);
-        run(
-            &mut tr,
-            21,
-            40,
-            Critical,
-            &[flat(1), grower(2, 1e8), NOBODY],
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), flat(3), NOBODY]);
+        let p = tr.step(20.0, at(Critical), &[grower(3, 1e8), NOBODY]);
+        assert_eq!((p.risk.level, p.driver), (Critical, Some(Some(3))));
+        run(&mut tr, 21, 40, Critical, &[grower(3, 1e8), NOBODY]);
+        assert_eq!(
+            tr.score().episodes(EpisodeOutcome::NoOom),
+            1,
+            "the first page ended"
         );
-        assert_eq!(tr.score().episodes(EpisodeOutcome::NoOom), 1);
+        // A process that stays, after the GPU fell below high: its next growth is a new page.
+        let mut tr = Tracker::default();
+        run(&mut tr, 0, 20, Critical, &[grower(1, 1e8), NOBODY]);
+        run(&mut tr, 20, 60, Low, &[flat(1), NOBODY]);
+        run(&mut tr, 60, 70, Critical, &[grower(1, 1e8), NOBODY]);
+        assert_eq!(tr.incident().map(|i| i.number), Some(2));
     }
 
     #[test]
@@ -662,6 +960,60 @@ mod tests {
         // Long apart, they are different OOMs.
         assert!(pair.event(41.0));
         assert_eq!(pair.counter(41.0 + PAIR_WINDOW + 1.0, 1), 1);
+    }
+
+    #[test]
+    fn the_failed_requests_of_one_burst_are_one_event() {
+        let mut p = ProcessOoms::default();
+        // A cascade: the first request opens event 1, the others join it.
+        assert_eq!(p.event(10.0, 1), Place::Opens { requests: 1 });
+        for k in 1..25 {
+            let t = 10.0 + f64::from(k) * 0.001;
+            assert_eq!(
+                p.event(t, 2),
+                Place::Joins {
+                    event: 1,
+                    requests: 1
+                }
+            );
+        }
+        // The counter of those 25, a report later: nothing new, still the same event.
+        assert_eq!(
+            p.counter(11.0, 25, 2),
+            Place::Joins {
+                event: 1,
+                requests: 0
+            }
+        );
+        // Carried on, failed again a minute later: event 2, its counter with it.
+        assert_eq!(p.event(70.0, 2), Place::Opens { requests: 1 });
+        assert_eq!(
+            p.counter(70.8, 1, 3),
+            Place::Joins {
+                event: 2,
+                requests: 0
+            }
+        );
+        // A counter that catches up after the window is no new event.
+        assert_eq!(p.event(100.0, 3), Place::Opens { requests: 1 });
+        assert_eq!(p.counter(100.0 + BURST_WINDOW + 1.0, 1, 4), Place::Nothing);
+        // The counter alone, jumping by many in one report: one event of them all.
+        let mut p = ProcessOoms::default();
+        assert_eq!(p.counter(5.0, 25, 1), Place::Opens { requests: 25 });
+        // Its observer's events after it are the same requests, with their sizes.
+        assert_eq!(
+            p.event(5.2, 2),
+            Place::Joins {
+                event: 1,
+                requests: 0
+            }
+        );
+        // A failure on every step for longer than the window: one event per window.
+        let mut p = ProcessOoms::default();
+        let opened = (0..20)
+            .filter(|&i| matches!(p.event(f64::from(i), 1 + i as u64), Place::Opens { .. }))
+            .count();
+        assert_eq!(opened, 4);
     }
 
     #[test]

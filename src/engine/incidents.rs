@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::analysis::incident::{self, Contender, OomKind, Tracker};
-use crate::snapshot::{DriverView, OomCount, OomEventView};
+use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker};
+use crate::snapshot::{DriverView, IncidentProcess, OomCount, OomEventView};
 
 /// How long an OOM event's own series are served: two scrapes at a minute's interval see it,
 /// and the alert on it resolves this long after it fired.
@@ -25,15 +25,27 @@ const MAX_JOBS: usize = 32;
 pub(super) struct GpuIncidents {
     pub(super) tracker: Tracker,
     events: VecDeque<OomEventView>,
-    /// OOMs counted on this GPU so far: the number of the next one.
+    /// OOM events counted on this GPU so far: the number of the next one.
     counted: u64,
+    /// The requests that failed in its reported OOM events.
+    failed_requests: u64,
     /// (kind, training job) → (OOMs, last time a process of the job was seen here).
     by_job: BTreeMap<(OomKind, String), (u64, Time)>,
     /// The GPU's free bytes at its previous reading with a process list.
     free_before: Option<u64>,
+    /// The open incident's number and its processes as they were known when they joined (pid,
+    /// comm, pod): its driver's are the page's labels, which must not change while it lasts,
+    /// and a process that has gone is still named.
+    named: Option<(u64, Vec<Named>)>,
 }
 
+type Named = (Option<u32>, String, Option<PodLabels>);
+
 impl GpuIncidents {
+    pub(super) fn failed_requests(&self) -> u64 {
+        self.failed_requests
+    }
+
     fn touch_job(&mut self, kind: OomKind, job: &str, t: Time) -> &mut (u64, Time) {
         let e = self.by_job.entry((kind, job.to_string())).or_insert((0, t));
         e.1 = e.1.max(t);
@@ -60,14 +72,60 @@ impl GpuIncidents {
     }
 }
 
+/// A process's word of failed requests: its client's OOM event (one request, with its size and
+/// the free memory then, where the client caught them) or its allocator's counter rising.
+pub(super) enum OomSignal {
+    Event {
+        request: Option<u64>,
+        free: Option<u64>,
+    },
+    Counter(u64),
+}
+
 impl Engine {
-    /// Out-of-memory errors of process `key` at `t`: each counted on its GPU and scored by the
-    /// GPU's tracker.
+    /// Failed requests that process `key` reported at `t`: the first of a burst is an OOM event,
+    /// counted and scored; the rest join it (`incident::ProcessOoms`).
+    pub(super) fn reported_oom(&mut self, key: &ProcKey, t: Time, signal: OomSignal) {
+        let Some(gi) = self.gpus.iter().position(|g| g.id.uuid == key.1) else {
+            return;
+        };
+        let next = self.gpus[gi].incidents.counted + 1;
+        let Some(p) = self.procs.get_mut(key) else {
+            return;
+        };
+        let (place, request, free) = match signal {
+            OomSignal::Event { request, free } => (p.ooms.event(t, next), request, free),
+            OomSignal::Counter(k) => (p.ooms.counter(t, k, next), None, None),
+        };
+        match place {
+            Place::Nothing => {}
+            Place::Opens { requests } => {
+                self.count_oom(key, t, OomKind::Reported, Some(requests), request, free);
+            }
+            Place::Joins { event, requests } => {
+                let inc = &mut self.gpus[gi].incidents;
+                inc.failed_requests += requests;
+                // Served while it is among the latest: its requests and the largest of them.
+                if let Some(ev) = inc.events.iter_mut().find(|e| e.event == event) {
+                    *ev.requests.get_or_insert(0) += requests;
+                    if request > ev.request_bytes {
+                        ev.request_bytes = request;
+                        ev.free_bytes = free;
+                    }
+                }
+                self.changes += 1;
+            }
+        }
+    }
+
+    /// An out-of-memory event of process `key` at `t` (`requests` failed in it, where known):
+    /// counted on its GPU and scored by the GPU's tracker.
     pub(super) fn count_oom(
         &mut self,
         key: &ProcKey,
         t: Time,
         kind: OomKind,
+        requests: Option<u64>,
         request_bytes: Option<u64>,
         free_bytes: Option<u64>,
     ) {
@@ -86,6 +144,7 @@ impl Engine {
         let scored = inc.tracker.oom(t, kind);
         inc.touch_job(kind, &job, t).0 += 1;
         inc.counted += 1;
+        inc.failed_requests += requests.unwrap_or(0);
         inc.events.push_back(OomEventView {
             t,
             event: inc.counted,
@@ -94,6 +153,7 @@ impl Engine {
             comm,
             job,
             pod,
+            requests,
             request_bytes,
             free_bytes,
             outcome: scored.outcome,
@@ -136,7 +196,7 @@ impl Engine {
             }
         }
         for key in vanished {
-            self.count_oom(&key, t, OomKind::Inferred, None, Some(free_before));
+            self.count_oom(&key, t, OomKind::Inferred, None, None, Some(free_before));
         }
     }
 
@@ -156,14 +216,14 @@ impl Engine {
             .enumerate()
             .map(|(i, part)| {
                 let key = keys.get(i);
+                let p = key.and_then(|k| self.procs.get(k));
                 Contender {
                     who: key.map(|k| k.0),
                     growth: part.trend.map(|t| t.slope),
-                    eta: key
-                        .and_then(|k| self.procs.get(k))
-                        .and_then(|p| p.eta)
-                        .map(|e| e.seconds),
+                    eta: p.and_then(|p| p.eta).map(|e| e.seconds),
                     held: part.held,
+                    // Assessed this analysis, before the GPU's step (`analyse_gpu`).
+                    risk: p.and_then(|p| p.risk).map_or(RiskLevel::Low, |r| r.level),
                 }
             })
             .collect();
@@ -187,7 +247,25 @@ impl Engine {
         {
             inc.events.pop_front();
         }
-        inc.tracker.step(now, assessed, &contenders).risk
+        let risk = inc.tracker.step(now, assessed, &contenders).risk;
+        inc.named = inc.tracker.incident().map(|i| {
+            let mut named = match inc.named.take() {
+                Some((n, named)) if n == i.number => named,
+                _ => vec![],
+            };
+            // A process joins while it is on the GPU: among this analysis's.
+            for m in &i.members[named.len()..] {
+                let key = keys.iter().find(|k| Some(k.0) == m.who);
+                let p = key.and_then(|k| self.procs.get(k));
+                named.push((
+                    m.who,
+                    p.and_then(|p| p.comm.clone()).unwrap_or_default(),
+                    p.and_then(|p| p.pod.clone()),
+                ));
+            }
+            (i.number, named)
+        });
+        risk
     }
 
     /// What a snapshot shows of GPU `g`'s incidents at `now`.
@@ -197,14 +275,23 @@ impl Engine {
         now: Time,
     ) -> (Option<DriverView>, Vec<OomEventView>, Vec<OomCount>) {
         let inc = &g.incidents;
-        let driver = inc.tracker.driver().map(|who| {
-            let p = who.and_then(|pid| self.procs.get(&(pid, g.id.uuid.clone())));
-            DriverView {
-                pid: who,
-                comm: p.and_then(|p| p.comm.clone()).unwrap_or_default(),
-                pod: p.and_then(|p| p.pod.clone()),
-            }
-        });
+        let driver = match (inc.tracker.incident(), &inc.named) {
+            (Some(i), Some((_, named))) => named.first().map(|(pid, comm, pod)| DriverView {
+                pid: *pid,
+                comm: comm.clone(),
+                pod: pod.clone(),
+                others: named[1..]
+                    .iter()
+                    .zip(&i.members[1..])
+                    .map(|((pid, comm, _), m)| IncidentProcess {
+                        pid: *pid,
+                        comm: comm.clone(),
+                        on_gpu: m.on_gpu,
+                    })
+                    .collect(),
+            }),
+            _ => None,
+        };
         let events = inc
             .events
             .iter()

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::analysis::demand::{Demand, DemandParams, Moment};
 use crate::analysis::fragmentation::{self, AllocatorView};
 use crate::analysis::imbalance::imbalance_ratio;
-use crate::analysis::incident::{OomKind, OomPairing};
+use crate::analysis::incident::ProcessOoms;
 use crate::analysis::leak::{self, LeakEstimate, LeakParams, LeakState};
 use crate::analysis::oom::{self, DemandPart, RiskInputs, RiskLevel, RiskParams};
 use crate::analysis::trend::Trend;
@@ -21,6 +21,7 @@ use crate::history::{Changes, Series};
 use crate::model::{Component, DeviceStats, EventKind, Identity, Report};
 use crate::model::{DeviceMemory, GpuIdentity, Observation, RejectReason, Rejection, Time};
 use crate::snapshot::{GpuView, PodLabels, ProcessView, Snapshot};
+use incidents::OomSignal;
 
 type ProcKey = (u32, String);
 
@@ -113,8 +114,9 @@ struct ProcState {
     alloc_series: Series,
     retries: Changes,
     largest_free: Option<(Time, u64)>,
-    /// Its OOMs as its client's events and its allocator's counter tell them, counted once.
-    oom_pairing: OomPairing,
+    /// Its failed requests as its client's events and its allocator's counter tell them,
+    /// counted once, and grouped into out-of-memory events.
+    ooms: ProcessOoms,
     /// The last rise of NVML's bytes while it does not report: the step an inferred OOM
     /// compares the GPU's free memory with.
     last_rise: Option<u64>,
@@ -150,7 +152,7 @@ impl ProcState {
             alloc_series: shape.floors(),
             retries: Changes::new(RETRY_WINDOW),
             largest_free: None,
-            oom_pairing: OomPairing::default(),
+            ooms: ProcessOoms::default(),
             last_rise: None,
             identity: Identity::default(),
             phase: None,
@@ -535,8 +537,8 @@ impl Engine {
         }
         let trust = self.trust();
         let mut applied = Applied::default();
-        // (process, request, free bytes) of each OOM, counted once the report is in.
-        let mut ooms: Vec<(ProcKey, Option<u64>, Option<u64>)> = Vec::new();
+        // Each signal of failed requests, by process, counted once the report is in.
+        let mut ooms: Vec<(ProcKey, OomSignal)> = Vec::new();
         for d in &report.devices {
             let st = self
                 .procs
@@ -565,9 +567,7 @@ impl Engine {
                 .ooms
                 .filter(|&o| vouched && o > prev_ooms && st.alloc.is_some())
             {
-                let new = st.oom_pairing.counter(t, o - prev_ooms);
-                let key = (pid, d.uuid.clone());
-                ooms.extend((0..new).map(|_| (key.clone(), None, None)));
+                ooms.push(((pid, d.uuid.clone()), OomSignal::Counter(o - prev_ooms)));
             }
             st.alloc = Some(d.clone());
         }
@@ -595,9 +595,11 @@ impl Engine {
                     }
                     EventKind::Oom if e.name.is_empty() || e.name == key.1 => {
                         if vouched {
-                            if st.oom_pairing.event(t) {
-                                ooms.push((key.clone(), e.request_bytes, e.free_bytes));
-                            }
+                            let event = OomSignal::Event {
+                                request: e.request_bytes,
+                                free: e.free_bytes,
+                            };
+                            ooms.push((key.clone(), event));
                         } else {
                             applied.unlisted_items += 1;
                             if !applied.unlisted.contains(&key.1) {
@@ -620,8 +622,8 @@ impl Engine {
             }
         }
         self.now = self.now.max(t);
-        for (key, request, free) in ooms {
-            self.count_oom(&key, t, OomKind::Reported, request, free);
+        for (key, signal) in ooms {
+            self.reported_oom(&key, t, signal);
         }
         Ok(applied)
     }

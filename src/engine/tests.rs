@@ -157,18 +157,161 @@ fn forged_ooms_and_retries_from_a_process_not_on_the_gpu_move_nothing_there() {
     let forger = snap.processes.iter().find(|p| p.pid == 99).unwrap();
     assert_eq!((forger.verified, forger.risk), (false, RiskLevel::Low));
     // The same words from pid 7, which NVML lists there, count: its event, then its allocator's
-    // counter at 5 (the event was one of those five).
+    // counter at 5 (the event was one of those five), a second apart: one failure of five
+    // requests.
     for (i, n) in [(8, 0), (9, 5)] {
         let a = e.report(7, i as f64, &oom_report(n)).unwrap();
         assert!(a.unlisted.is_empty());
         e.observe(&obs(i as f64 + 0.5, &[7]));
     }
     let snap = e.snapshot();
-    assert_eq!(ooms(&snap), 5);
-    assert_eq!(snap.gpus[0].oom_events.len(), 5);
-    assert!(snap.gpus[0].oom_events.iter().all(|ev| ev.pid == 7));
+    assert_eq!(ooms(&snap), 1);
+    assert_eq!(snap.gpus[0].oom_failed_requests, 5);
+    assert_eq!(snap.gpus[0].oom_events.len(), 1);
+    assert_eq!(
+        (
+            snap.gpus[0].oom_events[0].pid,
+            snap.gpus[0].oom_events[0].requests
+        ),
+        (7, Some(5))
+    );
     // An OOM is an event of its own, not a level of the forecast.
     assert!(snap.gpus[0].risk < RiskLevel::High);
+}
+
+/// A failed request of `pid` on GPU-0, as PyTorch's out-of-memory observer sends it (a report
+/// of its own, without statistics).
+fn failed_request(request: u64, free: u64) -> Report {
+    Report {
+        version: 1,
+        events: vec![crate::model::Event {
+            request_bytes: Some(request),
+            free_bytes: Some(free),
+            ..crate::model::Event::named(EventKind::Oom, "GPU-0")
+        }],
+        ..Default::default()
+    }
+}
+
+/// The allocator's statistics of GPU-0 with its OOM counter at `ooms`.
+fn stats(ooms: u64) -> Report {
+    Report {
+        version: 1,
+        devices: vec![DeviceStats {
+            uuid: "GPU-0".into(),
+            allocated_bytes: 1 << 30,
+            reserved_bytes: 4 << 30,
+            ooms: Some(ooms),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Out-of-memory events of GPU-0: (events, failed requests, outcomes scored).
+fn counted(e: &mut Engine) -> (u64, u64, u64) {
+    use crate::analysis::incident::{OomKind, Outcome};
+    let snap = e.snapshot();
+    let g = &snap.gpus[0];
+    let scored = OomKind::ALL
+        .iter()
+        .flat_map(|&k| Outcome::ALL.map(|o| g.score.ooms(k, o)))
+        .sum();
+    (
+        g.oom_counts.iter().map(|c| c.count).sum(),
+        g.oom_failed_requests,
+        scored,
+    )
+}
+
+#[test]
+fn a_burst_of_failed_requests_is_one_oom_event_and_one_score_outcome() {
+    let mib = 1u64 << 20;
+    let mut e = Engine::new(&Config::default(), "test");
+    for i in 0..20 {
+        e.observe(&obs(i as f64, &[7]));
+    }
+    e.report(7, 20.0, &stats(0)).unwrap();
+    // The backward pass fails 25 requests of 38-126 MiB within 30 ms, each its own report.
+    for k in 0..25u64 {
+        let request = (38 + (k * 37) % 89) * mib;
+        let t = 20.1 + k as f64 * 0.00125;
+        e.report(7, t, &failed_request(request, 4 * mib)).unwrap();
+    }
+    // Its statistics a moment later: the counter says 25, the same requests.
+    e.report(7, 20.6, &stats(25)).unwrap();
+    e.observe(&obs(21.0, &[7]));
+    assert_eq!(counted(&mut e), (1, 25, 1));
+    let snap = e.snapshot();
+    let ev = &snap.gpus[0].oom_events;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].requests, Some(25));
+    assert_eq!(ev[0].request_bytes, Some(126 * mib), "the largest request");
+    assert_eq!(ev[0].free_bytes, Some(4 * mib));
+    // The counter alone, jumping by 25 in one report, says the same.
+    let mut e = Engine::new(&Config::default(), "test");
+    for i in 0..20 {
+        e.observe(&obs(i as f64, &[7]));
+    }
+    e.report(7, 20.0, &stats(0)).unwrap();
+    e.report(7, 21.0, &stats(25)).unwrap();
+    e.observe(&obs(21.5, &[7]));
+    assert_eq!(counted(&mut e), (1, 25, 1));
+    // Its counter first, its events after (the observer's reports wait on the same socket).
+    let mut e = Engine::new(&Config::default(), "test");
+    for i in 0..20 {
+        e.observe(&obs(i as f64, &[7]));
+    }
+    e.report(7, 20.0, &stats(0)).unwrap();
+    e.report(7, 21.0, &stats(3)).unwrap();
+    for request in [40, 90, 60] {
+        e.report(7, 21.01, &failed_request(request * mib, 4 * mib))
+            .unwrap();
+    }
+    e.observe(&obs(21.5, &[7]));
+    assert_eq!(counted(&mut e), (1, 3, 1));
+    let snap = e.snapshot();
+    assert_eq!(snap.gpus[0].oom_events[0].request_bytes, Some(90 * mib));
+}
+
+#[test]
+fn a_process_that_fails_recovers_and_fails_again_has_two_oom_events() {
+    let mib = 1u64 << 20;
+    let mut e = Engine::new(&Config::default(), "test");
+    // NVML's readings; the process's own reports are the test's.
+    let listed = |t| Observation {
+        reports: vec![],
+        ..obs(t, &[7])
+    };
+    e.observe(&listed(0.0));
+    e.report(7, 0.5, &stats(0)).unwrap();
+    let mut failures = 0;
+    for i in 1..=90 {
+        let t = i as f64;
+        e.observe(&listed(t));
+        // It catches the error at 20 s (three requests), carries on, and fails again at 80 s.
+        if i == 20 || i == 80 {
+            let n = if i == 20 { 3 } else { 1 };
+            for _ in 0..n {
+                e.report(7, t + 0.1, &failed_request(64 * mib, 8 * mib))
+                    .unwrap();
+            }
+            failures += n;
+        }
+        e.report(7, t + 0.5, &stats(failures)).unwrap();
+    }
+    assert_eq!(counted(&mut e), (2, 4, 2));
+    let snap = e.snapshot();
+    let ev = &snap.gpus[0].oom_events;
+    assert_eq!(
+        ev.iter().map(|e| (e.t, e.requests)).collect::<Vec<_>>(),
+        [(20.1, Some(3)), (80.1, Some(1))]
+    );
+    assert_eq!(
+        (ev[0].event, ev[1].event),
+        (1, 2),
+        "numbered by event, not request"
+    );
 }
 
 #[test]
@@ -580,4 +723,70 @@ fn a_crash_ends_its_page_at_once_and_is_scored_as_paged() {
     assert_eq!(g.score.ooms(OomKind::Reported, Outcome::Paged), 1);
     assert_eq!(g.score.episodes(EpisodeOutcome::Oom), 1);
     assert_eq!(g.score.episodes(EpisodeOutcome::NoOom), 0);
+}
+
+#[test]
+fn two_processes_leaking_by_turns_on_one_gpu_get_one_page_naming_both() {
+    use crate::analysis::incident::{EpisodeOutcome, OomKind, Outcome};
+    let mib = 1u64 << 20;
+    let mut e = Engine::new(&Config::default(), "test");
+    // Two trials of a sweep without the client, 30 GiB each on a 100 GiB GPU, leaking 300 MiB a
+    // second by turns of 20 s, until the step of pid 40 at 128 s leaves 212 MiB: it crashes.
+    let (mut a, mut b) = (30u64 << 30, 30u64 << 30);
+    let mut critical = vec![];
+    for i in 0..=128u64 {
+        if (i / 20) % 2 == 0 {
+            a += 300 * mib;
+        } else {
+            b += 300 * mib;
+        }
+        let free = (100u64 << 30) - a - b - (2 << 30);
+        e.observe(&listed_only(i as f64, &[(40, a), (41, b)], free));
+        let snap = e.snapshot();
+        let g = &snap.gpus[0];
+        if g.risk == RiskLevel::Critical {
+            let d = g.driver.as_ref().expect("a page names its incident");
+            critical.push((i, d.pid, d.others_text()));
+        }
+    }
+    e.observe(&listed_only(129.0, &[(41, b)], (98u64 << 30) - b));
+    // Critical from about a minute before the crash to it, unbroken, each second the same
+    // incident: the label that names it never changes, and the text names the other trial.
+    assert!(critical.len() >= 20, "{critical:?}");
+    let (first, last) = (critical[0].0, critical[critical.len() - 1].0);
+    assert_eq!(last, 128);
+    assert_eq!(
+        critical.len() as u64,
+        last - first + 1,
+        "unbroken: {critical:?}"
+    );
+    let (_, driver, others) = &critical[0];
+    assert!(
+        critical.iter().all(|c| (&c.1, &c.2) == (driver, others)),
+        "{critical:?}"
+    );
+    let other = if *driver == Some(40) { 41 } else { 40 };
+    assert_eq!(others, &format!("worker (pid {other})"));
+    // The crash: an OOM event of its own, paged; the page ends with its process gone.
+    let snap = e.snapshot();
+    let g = &snap.gpus[0];
+    assert!(g.risk < RiskLevel::High, "{:?}", g.risk);
+    assert_eq!(g.oom_events.len(), 1);
+    assert_eq!(
+        (g.oom_events[0].pid, g.oom_events[0].outcome),
+        (40, Outcome::Paged)
+    );
+    for i in 130..150 {
+        e.observe(&listed_only(i as f64, &[(41, b)], (98u64 << 30) - b));
+    }
+    let score = e.snapshot().gpus[0].score;
+    assert_eq!(score.ooms(OomKind::Inferred, Outcome::Paged), 1);
+    assert_eq!(
+        (
+            score.episodes(EpisodeOutcome::Oom),
+            score.episodes(EpisodeOutcome::NoOom)
+        ),
+        (1, 0),
+        "one page"
+    );
 }

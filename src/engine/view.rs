@@ -161,12 +161,14 @@ impl Engine {
                 driver: None,
                 oom_events: vec![],
                 oom_counts: vec![],
+                oom_failed_requests: 0,
                 score: *g.incidents.tracker.score(),
             };
             let (driver, events, counts) = self.incident_view(g, now);
             view.driver = driver.filter(|_| up);
             view.oom_events = events;
             view.oom_counts = counts;
+            view.oom_failed_requests = g.incidents.failed_requests();
             if let (true, Some(r)) = (up, g.risk) {
                 view.risk = r.level;
                 view.risk_reason = r.reason;

@@ -125,7 +125,7 @@ pub(super) fn risk(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
         &gauge(
             "gpumem_oom_risk_driver_info",
             None,
-            "The process whose growth drives the GPU's risk (pid=\"\": memory no listed process accounts for), while the risk is high or critical; always 1.",
+            "The incident on the GPU while its risk is high or critical: its driver, the process whose growth took the GPU there when it began, the same for the incident's life (pid=\"\": memory no listed process accounts for), and its other processes in words (others); always 1.",
         ),
         &|e| {
             for g in gpus.iter().filter(|g| g.up) {
@@ -135,6 +135,11 @@ pub(super) fn risk(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
                         gpu_labels(g).with(&[("pid", pid), ("comm", Str(&d.comm))]),
                         d.pod.as_ref(),
                     );
+                    let others = d.others_text();
+                    let l = match others.as_str() {
+                        "" => l,
+                        o => l.with(&[("others", Str(o))]),
+                    };
                     e(l.get(), 1.0)?;
                 }
             }

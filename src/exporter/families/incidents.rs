@@ -15,7 +15,7 @@ pub(super) fn visit(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
     sink.family(
         &counter(
             "gpumem_oom_events_total",
-            "Out-of-memory errors on this GPU, by kind (reported by a process's client, or inferred: a process without a client vanished from a full GPU) and training job.",
+            "Out-of-memory events on this GPU, each one failure of one process (its failed requests within 5 s of the first), by kind (reported by a process's client, or inferred: a process without a client vanished from a full GPU) and training job.",
         ),
         &|e| {
             for g in gpus {
@@ -29,10 +29,22 @@ pub(super) fn visit(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
         },
     )?;
     sink.family(
+        &counter(
+            "gpumem_oom_failed_requests_total",
+            "Allocation requests that failed in the reported out-of-memory events on this GPU (a cascade of failed requests is one event).",
+        ),
+        &|e| {
+            for g in gpus {
+                e(gpu_labels(g).get(), g.oom_failed_requests as f64)?;
+            }
+            Ok(())
+        },
+    )?;
+    sink.family(
         &gauge(
             "gpumem_oom_event_info",
             None,
-            "One recent out-of-memory error (event: its number on this GPU), its process and what the GPU showed before it (outcome: paged, warned, missed); served for two minutes; always 1.",
+            "One recent out-of-memory event, one failure of one process (event: its number on this GPU), its process and what the GPU showed before it (outcome: paged, warned, missed); served for two minutes; always 1.",
         ),
         &|e| {
             for g in gpus {
@@ -57,7 +69,7 @@ pub(super) fn visit(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
             gauge(
                 "gpumem_oom_event_request_bytes",
                 Some("bytes"),
-                "The request that failed in a recent out-of-memory error, where its client said.",
+                "The largest request that failed in a recent out-of-memory event, where its client said.",
             ),
             |ev| ev.request_bytes.map(|v| v as f64),
         ),
@@ -97,7 +109,7 @@ pub(super) fn visit(s: &Snapshot, sink: &mut dyn Sink) -> fmt::Result {
         (
             counter(
                 "gpumem_forecast_ooms_total",
-                "Out-of-memory errors by what the GPU showed when they came: paged (critical), warned (high only), missed.",
+                "Out-of-memory events (one failure of one process each) by what the GPU showed when they came: paged (critical), warned (high only), missed.",
             ),
             &Outcome::ALL,
             |s, k, o| s.ooms(k, o) as f64,
