@@ -7,7 +7,8 @@
 #   cargo build --release; (mkdir -p .live && cd .live && apt-get download prometheus prometheus-alertmanager)
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
-#                                                 precision-a, precision-b, new-healthy, new-crashes, reearned
+#                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
+#                                                 reearned-x4 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -49,6 +50,11 @@ reearned)
   SCRAPE=${SCRAPE:-15s}
   NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
   BUDGET_S=${BUDGET_S:-1390}
+  ;;
+reearned-x4)
+  SCRAPE=${SCRAPE:-15s}
+  NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
+  BUDGET_S=${BUDGET_S:-840}
   ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -99,7 +105,7 @@ rec() {
     timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
     --interval "$INTERVAL" --scenario "$name" ${GPU:+--gpu $GPU} ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
   local code=$?
-  printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s.%N)" "$code" >>"$OUT/runs.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s.%N)" "$code" "${GPU:-}" >>"$OUT/runs.tsv"
   echo "   $name end $(($(date +%s) - T0)) s exit $code; $(grep -h 'gpumem record:' "$OUT/$name/run.log" | tr '\n' ' ')" | tee -a "$OUT/runs.txt"
 }
 # Wait until S seconds after the session started.
@@ -265,6 +271,54 @@ reearned)
   # one by one, then leak together; the sweep stops the others 15 s after the first one fails.
   [ -n "$PLAN_ONLY" ] && $W sweep-trial --dry-run --trials 3 --growth-s 100 | sed 's/^/   /'
   rec c-multi-leak 240 "" bash -c "at=\$((\$(date +%s) + 40)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --growth-s 100 --seed \$k & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  pause 20
+  ;;
+reearned-x4)
+  # Issue 37's six shapes twice, on four GPUs of one node side by side (three runs one after
+  # another on each GPU, each run alone on its GPU), in about 12 minutes: the first of each
+  # shape as in `reearned`, the second ("-2") with other sizes, paces and seeds, kept apart as
+  # held out. A run's alerts are those with its GPU's `gpu` label (bench/live/summary.py).
+  lane0() {
+    GPU=0 rec h-slow-load 250 healthy $W healthy-slow-load --load-gib 32 --load-s 115 --kv-gib 4 --duration 85 --period-s 0.05 --seed 1
+    pause 5
+    GPU=0 rec c-eval-kept 290 "" $W eval-kept --train-s 30 --steps 6
+    pause 20
+    GPU=0 rec h-warmup-saturate-2 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.15 --fraction 0.97 --seed 5
+  }
+  lane1() {
+    GPU=1 rec h-warmup-saturate 260 healthy $W healthy-warmup-saturate --duration 205 --warmup-s 90 --period-s 0.1 --fraction 0.97 --seed 2
+    pause 5
+    GPU=1 rec c-rising-peaks 280 "" $W rising-peaks --fraction 0.45 --rounds 7 --rollout-s 9 --train-s 12
+    pause 20
+    GPU=1 rec h-ckpt-gather-2 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 30 --fraction 0.6 --gather-fraction 0.15
+  }
+  lane2() {
+    GPU=2 rec h-ckpt-gather 270 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.55 --gather-fraction 0.12
+    pause 5
+    GPU=2 rec c-multi-leak 240 "" bash -c "at=\$((\$(date +%s) + 40)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --growth-s 100 --seed \$k & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+    pause 20
+    GPU=2 rec h-slow-load-2 260 healthy $W healthy-slow-load --load-gib 24 --load-s 140 --kv-gib 6 --duration 70 --period-s 0.08 --seed 3
+  }
+  lane3() {
+    GPU=3 rec c-rising-peaks-2 250 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 15
+    pause 20
+    GPU=3 rec c-eval-kept-2 280 "" $W eval-kept --train-s 25 --steps 7
+    pause 20
+    GPU=3 rec c-multi-leak-2 220 "" bash -c "at=\$((\$(date +%s) + 35)); for k in 0 1; do $W sweep-trial --trial \$k --trials 2 --sync-at \$at --growth-s 110 --seed \$((k + 7)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  }
+  if [ -n "$PLAN_ONLY" ]; then
+    for lane in lane0 lane1 lane2 lane3; do PLANNED=0; $lane; done
+  else
+    lane0 &
+    slots=($!)
+    lane1 &
+    slots+=($!)
+    lane2 &
+    slots+=($!)
+    lane3 &
+    slots+=($!)
+    wait "${slots[@]}"
+  fi
   pause 20
   ;;
 *)

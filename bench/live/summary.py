@@ -11,7 +11,8 @@ page (critical) and warning (high) with the times it fired and resolved after th
 and before its crash, each counted once however often Alertmanager sent it again. An alert
 belongs to the run during which it first fired: from the run's start to the next run's (runs
 one after another), or to its end (runs side by side; then it is listed under each of them,
-and its pid tells whose it is).
+and its pid tells whose it is). Runs given a GPU each (runs.tsv's fifth column) are lanes: a
+run's alerts are those with its GPU's `gpu` label, until the next run on that GPU starts.
 """
 import glob
 import json
@@ -89,8 +90,8 @@ def session(out):
     runs = []
     with open(os.path.join(out, "runs.tsv")) as f:
         for line in f:
-            name, start, end, code = line.rstrip("\n").split("\t")
-            runs.append((name, float(start), float(end), code))
+            name, start, end, code, *gpu = line.rstrip("\n").split("\t")
+            runs.append((name, float(start), float(end), code, gpu[0] if gpu else ""))
     runs.sort(key=lambda r: r[1])
     alerts = notifications(out)
     jobs = sorted({a["labels"].get("job", "?") for a in alerts} | {"gpumem-exporter"})
@@ -98,12 +99,15 @@ def session(out):
         jobs = sorted(set(jobs) | {"gpumem-exporter-nvml"})
     t_first = runs[0][1] if runs else 0.0
     table = []
-    for i, (name, start, end, code) in enumerate(runs):
-        until = max(end, runs[i + 1][1]) if i + 1 < len(runs) else float("inf")
+    for i, (name, start, end, code, gpu) in enumerate(runs):
+        # Runs on GPUs of their own (a fifth column) are lanes: a run's alerts carry its GPU's
+        # `gpu` label and fire before the next run of the same lane starts.
+        lane = [r for r in runs[i + 1 :] if r[4] == gpu]
+        until = max(end, lane[0][1]) if lane else float("inf")
         traces = sorted(glob.glob(os.path.join(out, name, name + "*.jsonl")))
         _, crash, pids = crash_of(traces)
         truth = "oom" if crash is not None else "no crash"
-        heading = f"{name}: {start - t_first:.0f}-{end - t_first:.0f} s of the session, exit {code}, {truth}"
+        heading = f"{name}{' on GPU ' + gpu if gpu else ''}: {start - t_first:.0f}-{end - t_first:.0f} s of the session, exit {code}, {truth}"
         if crash is not None:
             heading += " after its start: " + ", ".join(f"pid {p} at {t - start:.1f} s" for t, p in pids)
         print(heading + f"; {len(traces)} trace(s)")
@@ -116,7 +120,8 @@ def session(out):
 
         for job in jobs:
             mine = [a for a in alerts if a["labels"].get("job", "?") == job
-                    and start <= (a["firing"] or a["resolved"]) < until]
+                    and start <= (a["firing"] or a["resolved"]) < until
+                    and (not gpu or a["labels"].get("gpu", gpu) == gpu)]
             print(f"  {EXPORTERS.get(job, job)} ({job}):" + ("" if mine else " nothing"))
             for a in mine:
                 lb = a["labels"]
