@@ -230,16 +230,23 @@ pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
     if let Some(cfg) = std::env::var_os("GPUMEM_BENCH_CONFIG") {
         cmd.arg("--config").arg(cfg);
     }
-    let status = cmd
+    let done = cmd
         .arg("replay")
         .args(files)
         .args(rate)
         .arg("--output")
         .arg(&out)
-        .stderr(std::process::Stdio::null())
-        .status()
+        .stdout(std::process::Stdio::null())
+        .output()
         .unwrap();
-    assert!(status.success(), "gpumem-exporter replay failed");
+    // The replay logs every sample's warnings: only its last lines say why it stopped.
+    let err = String::from_utf8_lossy(&done.stderr);
+    let tail: Vec<&str> = err.lines().rev().take(5).collect();
+    assert!(
+        done.status.success(),
+        "gpumem-exporter replay of {files:?} failed: {}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
     std::fs::read_to_string(&out)
         .unwrap()
         .lines()

@@ -5,6 +5,10 @@
 
 A run's traces are ``<run>.jsonl`` and ``<run>-<pid>.jsonl`` (one per traced process); its
 log, if any, is kept beside them. Runs that did not end as their header says are refused.
+
+A sample that repeats its stream's last time (the allocator's or NVML's) is dropped, and
+counted: recorders before the sampler skipped missed ticks wrote a burst of catch-up samples
+after a thread held the GIL for long, the same time once rounded, and a replay refuses those.
 """
 import argparse
 import gzip
@@ -36,9 +40,19 @@ def main():
             src = os.path.join(a.raw, f)
             with open(src) as fh:
                 header = json.loads(fh.readline())
-            with open(src, "rb") as fi, gzip.open(os.path.join(dest, f + ".gz"), "wb", 9) as fo:
-                shutil.copyfileobj(fi, fo)
-            print("%s/%s: truth %s" % (dest, f, header.get("truth")), file=sys.stderr)
+            last, dropped = {}, 0
+            with open(src) as fi, gzip.open(os.path.join(dest, f + ".gz"), "wt", 9) as fo:
+                for line in fi:
+                    o = json.loads(line)
+                    if o.get("kind") == "sample":
+                        streams = [k for k in ("torch", "nvml") if k in o]
+                        if any(k in last and o["t"] <= last[k] for k in streams):
+                            dropped += 1
+                            continue
+                        last.update((k, o["t"]) for k in streams)
+                    fo.write(line)
+            print("%s/%s: truth %s%s" % (dest, f, header.get("truth"),
+                                         ", %d repeated samples dropped" % dropped if dropped else ""), file=sys.stderr)
         log = os.path.join(a.raw, run + ".log")
         if os.path.exists(log):
             shutil.copy(log, os.path.join(dest, "run.log"))

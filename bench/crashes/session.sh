@@ -101,7 +101,7 @@ rec() {
   local start
   start=$(date +%s.%N)
   echo "== $name start $(($(date +%s) - T0)) s" | tee -a "$OUT/runs.txt"
-  CUDA_DEVICE_ORDER=PCI_BUS_ID ${GPU:+CUDA_VISIBLE_DEVICES=$GPU} \
+  env CUDA_DEVICE_ORDER=PCI_BUS_ID ${GPU:+CUDA_VISIBLE_DEVICES=$GPU} \
     timeout -s INT -k 30 "$limit" python3 -m gpumem_client record -o "$OUT/$name/$name.jsonl" \
     --interval "$INTERVAL" --scenario "$name" ${GPU:+--gpu $GPU} ${truth:+--truth $truth} -- "$@" >"$OUT/$name/run.log" 2>&1
   local code=$?

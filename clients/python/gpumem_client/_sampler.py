@@ -70,6 +70,7 @@ class AllocatorSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpumem-record", daemon=True)
         self._n = 0
+        self._last_t = None  # type: Optional[float]
         self._oom_attached = False
         self.oom_seen = False
 
@@ -91,7 +92,10 @@ class AllocatorSampler:
                 self._sample()
             except Exception as e:  # never take the training process down
                 log.debug("gpumem record: sample failed: %s", e)
-            next_t += self.interval
+            # A thread that fell behind (the GIL held through a long host copy, say) skips the
+            # ticks it missed: catching up would write a burst of samples a fraction of a
+            # millisecond apart, the same time once rounded, which a replay refuses.
+            next_t = max(next_t + self.interval, time.monotonic())
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def _device(self, cuda: Any) -> Tuple[int, Mapping[str, Any]]:
@@ -117,7 +121,11 @@ class AllocatorSampler:
         return best, stats[best]
 
     def _sample(self) -> None:
-        line = {"kind": "sample", "t": self.out.now()}  # type: Dict[str, Any]
+        t = self.out.now()
+        if self._last_t is not None and t <= self._last_t:
+            return  # the last sample at exit right after a tick: one sample per time
+        self._last_t = t
+        line = {"kind": "sample", "t": t}  # type: Dict[str, Any]
         if self.nvml_device is not None:
             try:
                 nv = self.nvml_device.memory()

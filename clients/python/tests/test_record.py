@@ -151,3 +151,31 @@ def test_the_in_process_form_writes_as_it_goes_and_tidies_at_stop(tmp_path, monk
     assert h["gpu_uuid"] == "GPU-" + UUID0, "the device the allocator samples described"
     assert any(l.get("name") == "epoch" and l.get("n") == 3 for l in got)
     assert got[-1]["name"] == "end"
+
+
+def test_a_sampler_that_falls_behind_skips_ticks_rather_than_writing_a_burst(tmp_path, fake_torch):
+    # A job's thread can hold the GIL for seconds (a large copy to pinned host memory): the
+    # sampler's thread then wakes late. A burst of catch-up samples a fraction of a millisecond
+    # apart repeats a time once rounded, and a replay refuses a trace whose times repeat.
+    from gpumem_client import _sampler
+
+    out = _sampler.LineWriter(open(tmp_path / "t.jsonl", "w"), time.time())
+    s = _sampler.AllocatorSampler(out, interval=0.02, uuid=None)
+    stats = s._collector.stats
+    calls = [0]
+
+    def stalled(cuda, index):
+        calls[0] += 1
+        if calls[0] == 3:
+            time.sleep(0.2)  # ten ticks missed
+        return stats(cuda, index)
+
+    s._collector.stats = stalled
+    s.start()
+    time.sleep(0.5)
+    s.stop()
+    out.close()
+    t = [l["t"] for l in lines(tmp_path / "t.jsonl") if l["kind"] == "sample"]
+    assert len(t) >= 8, t
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    assert min(gaps) > 0.01, "samples closer than half an interval: %s" % gaps
