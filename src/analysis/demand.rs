@@ -296,6 +296,8 @@ impl Demand {
                     span = t.span,
                     p_value = t.p_value,
                     recent_slope = t.recent_slope,
+                    quiet = t.quiet,
+                    stairs = ?t.stairs,
                     credible,
                     persistent,
                     "demand trend"

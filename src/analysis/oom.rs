@@ -101,6 +101,10 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
 /// usual pace, three of them missed is a rise that stopped.
 pub const RISE_WAIT: f64 = 3.0 * super::trend::RISE_SECONDS;
 
+/// How many steps a staircase may be extrapolated over, per step it has shown: the count's
+/// counterpart of `eta_max_extrapolation`, which bounds the seconds.
+pub const STAIRS_EXTRAPOLATION: f64 = 2.0;
+
 /// A staircase is current while its next step is due within this many of its usual gaps.
 pub const STEP_WAIT: f64 = 1.5;
 
@@ -145,14 +149,24 @@ pub const LEAK_PERSISTENCE: Persistence = Persistence {
 /// so do the teeth of a sawtooth that a sample caught high; a leak, a growing cache or a larger
 /// batch stays.
 pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persistence) -> bool {
-    // A staircase keeps what it reached when its last step is kept: the demand has not come
-    // back below half of it since. Windows would wait a part of the span after every step.
+    // A staircase keeps what it reached when its last step is kept: the demand's floor since
+    // the step stands half a step above its floor on the tread before. Floor against floor:
+    // the step is measured on maxima (`Stairs::below` is the tread's top), and a job whose
+    // floor swings under its peaks (training between evaluations that keep their outputs)
+    // never comes back to the old top's height, kept step or not. Windows would wait a part
+    // of the span after every step.
     if let Some(s) = trend.stairs {
+        let tread = raw
+            .since(s.last - s.gap)
+            .take_while(|b| b.t < s.last)
+            .map(|b| b.min())
+            .reduce(f64::min)
+            .map_or(s.below, |m| m.min(s.below));
         return raw
             .since(s.last)
             .map(|b| b.min())
             .reduce(f64::min)
-            .is_some_and(|m| m >= s.below + 0.5 * s.step);
+            .is_some_and(|m| m >= tread + 0.5 * s.step);
     }
     let window = (trend.span / p.parts).clamp(5.0, p.widest);
     let floor = super::trend::floor_points(raw, from, to, window);
@@ -204,9 +218,16 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         [t @ Trend {
             stairs: Some(s), ..
         }] if room >= 0.0 => {
+            // A staircase is extrapolated over at most `STAIRS_EXTRAPOLATION` times the steps
+            // it has shown: two steps and room for six more is a rise that may well end (a
+            // checkpoint's copy taken twice), not a schedule to count down.
+            let fits = (room / s.step).floor();
+            if fits >= STAIRS_EXTRAPOLATION * s.count as f64 {
+                return None;
+            }
             // A step late by some seconds is expected that much later again.
             let next = (s.gap - t.quiet).abs();
-            next + (room / s.step).floor() * s.gap.max(t.quiet)
+            next + fits * s.gap.max(t.quiet)
         }
         _ => (room / slope).max(0.0),
     };
@@ -628,6 +649,42 @@ mod tests {
         }
         assert!(persistent(&t, &kept, 0.0, 110.0, &PERSISTENCE));
         assert!(!persistent(&t, &dropped, 0.0, 110.0, &PERSISTENCE));
+    }
+
+    #[test]
+    fn a_kept_step_persists_under_a_floor_that_swings_below_the_old_top() {
+        // Training between evaluations that keep their outputs: activations swing the demand
+        // 4 GiB under its peaks, and every evaluation keeps 3 GiB more. The new floor never
+        // reaches the old tread's top plus half a step, but it stands on the old floor plus a
+        // whole step.
+        let kept = |t: f64| (t / 20.0).floor() * 3.0 * GIB;
+        let swing = |t: f64| 20.0 * GIB + kept(t) + if t as u64 % 4 < 2 { 4.0 * GIB } else { 0.0 };
+        let top = |t: f64| 24.0 * GIB + kept(t);
+        let t = trend(top, 110.0).unwrap();
+        assert!(t.stairs.is_some(), "{t:?}");
+        let series = |f: &dyn Fn(f64) -> f64| {
+            let mut s = Series::new(1.0, 300.0);
+            for i in 0..=110 {
+                s.push(i as f64, f(i as f64));
+            }
+            s
+        };
+        assert!(persistent(&t, &series(&swing), 0.0, 110.0, &PERSISTENCE));
+        // The same swing whose last evaluation gave its outputs back after 5 s.
+        let given_back = |t: f64| {
+            if t >= 105.0 {
+                swing(t - 20.0)
+            } else {
+                swing(t)
+            }
+        };
+        assert!(!persistent(
+            &t,
+            &series(&given_back),
+            0.0,
+            110.0,
+            &PERSISTENCE
+        ));
     }
 
     #[test]

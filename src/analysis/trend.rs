@@ -124,6 +124,8 @@ pub struct Stairs {
     /// When the last step came, and the level it rose from.
     pub last: Time,
     pub below: f64,
+    /// Steps seen: how far the schedule may be extrapolated (`oom::eta`).
+    pub count: usize,
 }
 
 pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
@@ -317,6 +319,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
             next_in: (st.last_t + st.median_gap - last_t).max(0.0),
             last: st.last_t,
             below: st.below_last,
+            count: st.count,
         }),
     })
 }
