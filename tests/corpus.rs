@@ -76,25 +76,16 @@ const ALLOWED: &[Allowance] = &[
     allow("kept-views", Some("no client"), "bounds", 0.65),
     // Twice as slow, start-up and loads last longer than `analysis.eta_warmup` (60 s), and
     // what they take after that reads as growth: healthy-shared's 30 GiB checkpoint (80 s), the
-    // ten jobs starting together on one GPU around h-ckpt, the notebook's larger loads,
-    // healthy-prealloc's 90 % block. High for 18 to 41 s (no critical, shortest ETA 72 s); the
-    // warning waits 30 s.
+    // ten jobs starting together on one GPU around h-ckpt. High for 18 to 20 s (no critical,
+    // shortest ETA 75 s); the warning waits 30 s. (The notebook's larger loads and
+    // healthy-prealloc's 90 % block, high for 16 and 41 s and stale, no longer are: a
+    // staircase is extrapolated over at most twice the steps it has shown.)
     allow("healthy-shared", Some("slower ×2"), "high_seconds", 20.0),
     allow("healthy-shared", Some("slower ×2"), "min_eta", 75.0),
     allow("healthy-shared", Some("slower ×2"), "leak_seconds", 10.0),
     allow("h-ckpt", Some("slower ×2"), "high_seconds", 20.0),
     allow("h-ckpt", Some("slower ×2"), "min_eta", 120.0),
-    allow("h-interactive", Some("slower ×2"), "high_seconds", 20.0),
-    allow("h-interactive", Some("slower ×2"), "min_eta", 70.0),
-    allow("healthy-prealloc", Some("slower ×2"), "high_seconds", 45.0),
-    allow("healthy-prealloc", Some("slower ×2"), "min_eta", 110.0),
     allow("healthy-prealloc", Some("slower ×2"), "leak_seconds", 25.0),
-    // The stale-alert check, where it still fails (not understood yet, named so that a
-    // regression fails): slowed down, healthy-prealloc's 90 % block is read as growth after
-    // the loading cap and its warning stands 41 s after the exposition's last rise; the
-    // notebook's larger loads, 2 s.
-    allow("healthy-prealloc", Some("slower ×2"), "stale_seconds", 41.0),
-    allow("h-interactive", Some("slower ×2"), "stale_seconds", 2.0),
     // Held out, found when the held-out runs were scored (docs/forecast.md), not fixed:
     // - a cache that grows 768 MiB/s from its process's first second reads as loading for
     //   `analysis.eta_warmup`, as a checkpoint read at disk speed would: critical 21 s ahead
@@ -144,6 +135,63 @@ const ALLOWED: &[Allowance] = &[
         0.55,
     ),
     allow("live-h-rl", Some("slower ×2"), "leak_seconds", 15.0),
+    // Issue 37's shapes, recorded on four H100s side by side (data/results/
+    // h100x4-2026-11-26-reearned): what the forecast still misses, measured, not understood
+    // or not fixed yet; docs/forecast.md has the numbers beside the anchor and the live pages.
+    // - An evaluation that keeps its outputs: critical from the step before the failing one
+    //   (58-60 s ahead as recorded, target 30-45 s: met), but high only from then on (target
+    //   90 s); without the client NVML shows each evaluation as a step of the process's bytes
+    //   and its ETA flickers (critical held 1 s before the dev crash, 24 s held out).
+    allow("c-eval-kept", None, "high", 59.0),
+    allow("c-eval-kept", None, "eta", 0.0),
+    allow("c-eval-kept", None, "bounds", 0.09),
+    allow("c-eval-kept", Some("no client"), "critical", 1.0),
+    allow("c-eval-kept", Some("no client"), "high", 1.0),
+    allow("c-eval-kept-2", None, "high", 50.0),
+    allow("c-eval-kept-2", None, "eta", 0.03),
+    allow("c-eval-kept-2", None, "bounds", 0.09),
+    allow("c-eval-kept-2", Some("no client"), "critical", 24.0),
+    allow("c-eval-kept-2", Some("no client"), "high", 24.0),
+    // - Trials of a sweep leaking together on one GPU: the first critical comes 43 s before the
+    //   first failure but does not hold (1.7 s held; 0 without the client); held out, 27 s.
+    allow("c-multi-leak", None, "critical", 0.0),
+    allow("c-multi-leak-2", None, "critical", 26.0),
+    // - Reinforcement-learning rounds whose peaks rise to a crash, run to the end: no warning
+    //   in replay (live, the build before these rules paged 119 and 54 s ahead with the
+    //   client, nothing on NVML alone). The partial recordings of the same job stay warned
+    //   (`steps_and_rounds_that_rise_are_warned_before_the_one_that_fails`).
+    allow("c-rising-peaks", None, "critical", 0.0),
+    allow("c-rising-peaks", None, "high", 0.0),
+    allow("c-rising-peaks", None, "eta", 0.0),
+    allow("c-rising-peaks", None, "bounds", 0.0),
+    allow("c-rising-peaks-2", None, "critical", 0.0),
+    allow("c-rising-peaks-2", None, "high", 0.0),
+    allow("c-rising-peaks-2", None, "eta", 0.0),
+    allow("c-rising-peaks-2", None, "bounds", 0.0),
+    // - A checkpoint that gathers part of the model: its first two gathers raise the
+    //   allocator's peak twice and read as a staircase; high for 20 s (held out: 55 s, twice as
+    //   slow 106 s, on a 141 GiB card critical for 20 s). No stale second on the dev run.
+    allow("h-ckpt-gather", None, "high_seconds", 20.0),
+    allow("h-ckpt-gather", None, "min_eta", 97.0),
+    allow("h-ckpt-gather-2", None, "high_seconds", 106.0),
+    allow("h-ckpt-gather-2", None, "min_eta", 57.0),
+    allow("h-ckpt-gather-2", None, "critical_seconds", 20.0),
+    // - Slow loads and a warm-up twice as slow: the load's last shards (held out: as
+    //   recorded) read as a leak after `analysis.warmup` + `leak_min_span`. No risk alert.
+    allow("h-slow-load", None, "leak_seconds", 296.0),
+    allow("h-slow-load-2", None, "leak_seconds", 295.0),
+    allow("h-warmup-saturate-2", None, "leak_seconds", 52.0),
+    // - A staircase is extrapolated over at most twice the steps it has shown: leaks in
+    //   segments warn up to 9 s later than before (high 81-89 s ahead, target 90), bounds
+    //   hold the truth less often (62-76 %).
+    allow("kept-logits", None, "high", 81.0),
+    allow("kept-logits", None, "bounds", 0.62),
+    allow("kept-logits-2", None, "high", 89.0),
+    allow("kept-logits-2", None, "bounds", 0.7),
+    allow("kept-views", None, "bounds", 0.76),
+    allow("live-kept-logits", None, "bounds", 0.73),
+    allow("live-kept-logits-2", None, "high", 83.0),
+    allow("live-kept-logits-2", None, "bounds", 0.64),
 ];
 
 fn allowed(m: &Miss) -> bool {
