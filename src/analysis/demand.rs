@@ -260,6 +260,7 @@ impl Demand {
         // recurring need, not growth.
         // Rounds that rise are growth whether or not the round under way is loading.
         let rounds = self.rounds.trend(now);
+        tracing::trace!(at = now, rounds = ?self.rounds, trend = rounds.is_some(), "demand rounds");
         self.by_rounds = false;
         self.served_need = None;
         let Some(loaded) = self.loaded_from() else {
