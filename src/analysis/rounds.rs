@@ -28,9 +28,6 @@ pub struct Rounds {
     /// The round under way: its lowest point before it rose, and its highest since.
     trough: f64,
     high: Option<(Time, f64)>,
-    /// The footprint fell once: what rose before that was the process's start (its load, and
-    /// any first round on top of it), which it never gives half of back.
-    started: bool,
 }
 
 impl Rounds {
@@ -45,15 +42,6 @@ impl Rounds {
             None => {
                 self.trough = bytes;
                 self.high = Some((t, bytes));
-            }
-            Some((_, high)) if !self.started => {
-                if bytes <= high - MIN_STEP_BYTES {
-                    self.started = true;
-                    self.trough = bytes;
-                    self.high = Some((t, bytes));
-                } else if bytes > high {
-                    self.high = Some((t, bytes));
-                }
             }
             Some((_, high)) => {
                 let took = high - self.trough;
@@ -169,37 +157,6 @@ mod tests {
         assert!((s.step - 2.0 * GIB).abs() < 0.15 * GIB, "{}", s.step);
         assert!((s.gap - 40.0).abs() < 1.5, "{}", s.gap);
         assert!(r.peak().unwrap() >= 27.0 * GIB);
-    }
-
-    #[test]
-    fn rounds_after_a_load_they_never_give_half_of_back_are_still_rounds() {
-        // 7 GiB of context, a 38 GiB model loaded, then rollouts of 10, 13, 16, ... GiB on
-        // top, each given back: half of the load is never given back.
-        let mut r = Rounds::new();
-        for i in 0..=230 {
-            let t = i as f64;
-            let v = if t < 10.0 {
-                7.0 * GIB
-            } else if t < 30.0 {
-                45.0 * GIB
-            } else {
-                let k = ((t - 30.0) / 40.0) as usize;
-                let phase = (t - 30.0) % 40.0;
-                45.0 * GIB
-                    + if phase < 20.0 {
-                        (10.0 + 3.0 * k as f64) * GIB * phase / 20.0
-                    } else {
-                        0.0
-                    }
-            };
-            r.push(t, v, 300.0);
-        }
-        let s = r
-            .trend(230.0)
-            .expect("five rounds after the load, each higher")
-            .stairs
-            .unwrap();
-        assert!((s.step - 3.0 * GIB).abs() < 0.3 * GIB, "{}", s.step / GIB);
     }
 
     #[test]
