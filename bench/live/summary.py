@@ -98,6 +98,14 @@ def session(out):
     if os.path.exists(os.path.join(out, "exporter-nvml.log")):
         jobs = sorted(set(jobs) | {"gpumem-exporter-nvml"})
     t_first = runs[0][1] if runs else 0.0
+    # The pids each run traced: an alert that names another run's process (its OOM event,
+    # still firing after the next run on its GPU started) is that run's.
+    pids_of = {}
+    for name, *_ in runs:
+        for path in glob.glob(os.path.join(out, name, name + "*.jsonl")):
+            for r in read_jsonl(path)[:1]:
+                pids_of.setdefault(name, set()).add(str(r.get("pid")))
+    theirs = {p for n, ps in pids_of.items() for p in ps}
     table = []
     for i, (name, start, end, code, gpu) in enumerate(runs):
         # Runs on GPUs of their own (a fifth column) are lanes: a run's alerts carry its GPU's
@@ -121,7 +129,8 @@ def session(out):
         for job in jobs:
             mine = [a for a in alerts if a["labels"].get("job", "?") == job
                     and start <= (a["firing"] or a["resolved"]) < until
-                    and (not gpu or a["labels"].get("gpu", gpu) == gpu)]
+                    and (not gpu or a["labels"].get("gpu", gpu) == gpu)
+                    and (a["labels"].get("pid") not in theirs or a["labels"]["pid"] in pids_of.get(name, ()))]
             print(f"  {EXPORTERS.get(job, job)} ({job}):" + ("" if mine else " nothing"))
             for a in mine:
                 lb = a["labels"]
