@@ -152,6 +152,11 @@ const ALLOWED: &[Allowance] = &[
     allow("c-eval-kept-2", None, "bounds", 0.09),
     allow("c-eval-kept-2", Some("no client"), "critical", 24.0),
     allow("c-eval-kept-2", Some("no client"), "high", 24.0),
+    //   The check run on two H200s with the changed build (evaluations every 19 s, five fit):
+    //   critical from the step before the failing one, 18 s ahead (live: 10 s with the
+    //   client, 15 s on NVML alone); without the client none held.
+    allow("c-eval-kept-check", None, "critical", 17.0),
+    allow("c-eval-kept-check", Some("no client"), "critical", 0.0),
     // - Trials of a sweep leaking together on one GPU: the first critical comes 43 s before the
     //   first failure but does not hold (1.7 s held; 0 without the client); held out, 27 s.
     allow("c-multi-leak", None, "critical", 0.0),

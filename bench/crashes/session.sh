@@ -56,6 +56,11 @@ reearned-x4)
   NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
   BUDGET_S=${BUDGET_S:-840}
   ;;
+reearned-check)
+  SCRAPE=${SCRAPE:-15s}
+  NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
+  BUDGET_S=${BUDGET_S:-230}
+  ;;
 esac
 BUDGET_S=${BUDGET_S:-}
 PLANNED=0 # PLAN_ONLY: the seconds the plan would take were every run to reach its limit
@@ -320,6 +325,16 @@ reearned-x4)
     wait "${slots[@]}"
   fi
   pause 20
+  ;;
+reearned-check)
+  # A short live check on two GPUs side by side: the checkpoint gather (healthy) and the
+  # evaluation that keeps its outputs (a crash), shortened to fit about four minutes.
+  GPU=0 rec h-ckpt-gather-check 200 healthy $W healthy-ckpt-gather --duration 165 --ckpt-s 40 --fraction 0.55 --gather-fraction 0.12 &
+  slots=($!)
+  GPU=1 rec c-eval-kept-check 200 "" $W eval-kept --train-s 18 --steps 5 &
+  slots+=($!)
+  wait "${slots[@]}"
+  pause 15
   ;;
 *)
   echo "unknown plan $PLAN" >&2
