@@ -93,9 +93,13 @@ class AllocatorSampler:
             except Exception as e:  # never take the training process down
                 log.debug("gpumem record: sample failed: %s", e)
             # A thread that fell behind (the GIL held through a long host copy, say) skips the
-            # ticks it missed: catching up would write a burst of samples a fraction of a
-            # millisecond apart, the same time once rounded, which a replay refuses.
-            next_t = max(next_t + self.interval, time.monotonic())
+            # ticks it missed and samples next a whole interval on: catching up would write a
+            # burst of samples a fraction of a millisecond apart, the same time once rounded,
+            # which a replay refuses.
+            next_t += self.interval
+            now = time.monotonic()
+            if next_t <= now:
+                next_t = now + self.interval
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def _device(self, cuda: Any) -> Tuple[int, Mapping[str, Any]]:
