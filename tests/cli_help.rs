@@ -189,7 +189,18 @@ fn the_readmes_quick_start_takes_reports_as_a_user_without_root() {
     if root {
         c.uid(65534).gid(65534);
     }
-    let mut child = c.spawn().unwrap();
+    // The copy was just written: a test thread that forked meanwhile holds it open for
+    // writing until its own exec, and exec of a file open for writing fails (ETXTBSY).
+    let mut tries = 0;
+    let mut child = loop {
+        match c.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let text = loop {
         let text = std::fs::read_to_string(log.path()).unwrap();
