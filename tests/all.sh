@@ -140,7 +140,7 @@ step "cargo clippy --all-targets -- -D warnings" \
 step "lean server: --no-default-features builds, lints clean, links no charts or terminal UI" \
   env LEAN_TARGET_DIR="$CARGO_TARGET_DIR" LEAN_PROFILE="$PROFILE" bash tests/lean.sh || true
 step "cargo test (unit, golden, corpus with every variant, ...)" \
-  cargo test --profile "$PROFILE" --all-targets || true
+  cargo test --profile "$PROFILE" --all-targets --no-fail-fast || true
 step "cargo test --doc" cargo test --profile "$PROFILE" --doc || true
 step "top in a real terminal (tmux)" env BIN="$BIN" bash tests/top_tmux.sh || true
 step "end-to-end: exporter, Prometheus, Alertmanager" env GPUMEM_BIN="$BIN" python3 tests/e2e/run_e2e.py || true
