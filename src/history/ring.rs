@@ -1,16 +1,32 @@
 //! The storage under a series: buckets of one width, the newest `capacity` of them, each as
 //! small as what is read from it allows.
 //!
-//! A bucket's start is not stored with it: bucket numbers come in runs of consecutive numbers
-//! (one run, unless samples skipped buckets), kept beside the values.
+//! A bucket's start is not stored with it: buckets follow each other, and where samples
+//! skipped buckets (an analysis a second lands now and then two seconds after the last) a
+//! marker of the same size holds how many. Real values are finite, markers are NaN.
 
 use std::collections::{vec_deque, VecDeque};
+
+/// Longest gap one marker holds (the mantissa of an `f32` NaN).
+const MAX_GAP: u32 = (1 << 23) - 1;
 
 /// What a bucket keeps of the samples folded into it.
 pub(super) trait Payload: Copy {
     fn first(v: f32) -> Self;
     fn fold(&mut self, v: f32);
     fn span(&self) -> Span;
+    /// A marker of `n` skipped buckets (1..=MAX_GAP).
+    fn gap(n: u32) -> Self;
+    /// The buckets this marker stands for, if it is one.
+    fn skipped(&self) -> Option<u32>;
+}
+
+fn marker(n: u32) -> f32 {
+    f32::from_bits(0x7F80_0000 | n)
+}
+
+fn marked(v: f32) -> Option<u32> {
+    v.is_nan().then_some(v.to_bits() & MAX_GAP)
 }
 
 /// A bucket of a view pushed once per bucket (one analysis a second): 4 bytes, its one value.
@@ -28,6 +44,12 @@ impl Payload for f32 {
             min: *self,
             max: *self,
         }
+    }
+    fn gap(n: u32) -> Self {
+        marker(n)
+    }
+    fn skipped(&self) -> Option<u32> {
+        marked(*self)
     }
 }
 
@@ -57,44 +79,27 @@ impl Payload for Span {
     fn span(&self) -> Span {
         *self
     }
-}
-
-/// Bucket numbers as runs (first number, length).
-#[derive(Debug, Clone, Default)]
-struct Runs(VecDeque<(i64, u32)>);
-
-impl Runs {
-    fn push(&mut self, n: i64) {
-        match self.0.back_mut() {
-            Some((s, l)) if *s + i64::from(*l) == n && *l < u32::MAX => *l += 1,
-            _ => self.0.push_back((n, 1)),
+    fn gap(n: u32) -> Self {
+        Span {
+            min: marker(n),
+            max: 0.0,
         }
     }
-
-    fn pop_front(&mut self) {
-        if let Some(f) = self.0.front_mut() {
-            f.0 += 1;
-            f.1 -= 1;
-            if f.1 == 0 {
-                self.0.pop_front();
-            }
-        }
-    }
-
-    fn first(&self) -> Option<i64> {
-        self.0.front().map(|r| r.0)
-    }
-
-    fn last(&self) -> Option<i64> {
-        self.0.back().map(|&(s, l)| s + i64::from(l) - 1)
+    fn skipped(&self) -> Option<u32> {
+        marked(self.min)
     }
 }
 
 /// Buckets of one width: at most `capacity`, the oldest dropped first.
 #[derive(Debug, Clone)]
 pub(super) struct Ring<P> {
+    /// Buckets and markers, oldest first; the first and the last are buckets.
     values: VecDeque<P>,
-    numbers: Runs,
+    /// Number of the oldest and of the newest bucket.
+    first: i64,
+    newest: i64,
+    buckets: usize,
+    markers: usize,
     capacity: usize,
 }
 
@@ -102,7 +107,10 @@ impl<P: Payload> Ring<P> {
     pub fn new(capacity: usize) -> Self {
         Ring {
             values: VecDeque::new(),
-            numbers: Runs::default(),
+            first: 0,
+            newest: 0,
+            buckets: 0,
+            markers: 0,
             capacity: capacity.max(1),
         }
     }
@@ -112,23 +120,23 @@ impl<P: Payload> Ring<P> {
     }
 
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.buckets
     }
 
     pub fn first_number(&self) -> Option<i64> {
-        self.numbers.first()
+        (self.buckets > 0).then_some(self.first)
     }
 
     pub fn newest(&self) -> Option<(i64, P)> {
-        Some((self.numbers.last()?, *self.values.back()?))
+        Some((self.newest, *self.values.back()?))
     }
 
     /// Folds `v` into bucket `number`: into the newest bucket when `number` is not newer (late
     /// samples do not rewrite the past), else into a new one. Returns the bucket that made
     /// room for it.
     pub fn push(&mut self, number: i64, v: f32) -> Option<(i64, P)> {
-        match (self.numbers.last(), self.values.back_mut()) {
-            (Some(n), Some(b)) if number <= n => {
+        match self.values.back_mut() {
+            Some(b) if number <= self.newest => {
                 b.fold(v);
                 None
             }
@@ -138,24 +146,41 @@ impl<P: Payload> Ring<P> {
 
     /// Appends bucket `number`, newer than every bucket held.
     pub fn push_new(&mut self, number: i64, p: P) -> Option<(i64, P)> {
-        let evicted = if self.values.len() == self.capacity {
+        let evicted = if self.buckets == self.capacity {
             self.pop_front()
         } else {
-            if self.values.len() == self.values.capacity() {
-                // Grow geometrically, but never past the capacity: a full ring holds exactly
-                // `capacity` buckets.
-                let more = self
-                    .values
-                    .len()
-                    .max(16)
-                    .min(self.capacity - self.values.len());
-                self.values.reserve_exact(more);
-            }
             None
         };
-        self.values.push_back(p);
-        self.numbers.push(number);
+        if self.buckets == 0 {
+            self.first = number;
+        } else {
+            let mut skipped = number - self.newest - 1;
+            while skipped > 0 {
+                let n = skipped.min(i64::from(MAX_GAP));
+                self.append(P::gap(n as u32));
+                self.markers += 1;
+                skipped -= n;
+            }
+        }
+        self.append(p);
+        self.buckets += 1;
+        self.newest = number;
         evicted
+    }
+
+    fn append(&mut self, p: P) {
+        let n = self.values.len();
+        if n == self.values.capacity() {
+            // Grow geometrically, but to the capacity exactly where nothing was skipped: a
+            // full ring of consecutive buckets holds exactly `capacity` of them.
+            let want = if n < self.capacity {
+                (n * 2).max(16).min(self.capacity)
+            } else {
+                n + (n / 4).max(8)
+            };
+            self.values.reserve_exact(want - n);
+        }
+        self.values.push_back(p);
     }
 
     pub fn newest_mut(&mut self) -> Option<&mut P> {
@@ -163,35 +188,53 @@ impl<P: Payload> Ring<P> {
     }
 
     pub fn pop_front(&mut self) -> Option<(i64, P)> {
-        let n = self.numbers.first()?;
-        self.numbers.pop_front();
-        Some((n, self.values.pop_front()?))
+        let p = self.values.pop_front()?;
+        let n = self.first;
+        self.buckets -= 1;
+        self.first += 1;
+        while let Some(g) = self.values.front().and_then(P::skipped) {
+            self.values.pop_front();
+            self.markers -= 1;
+            self.first += i64::from(g);
+        }
+        Some((n, p))
+    }
+
+    /// Index and number of the first bucket numbered `from` or later; from the newest back,
+    /// as reads mostly ask for the recent past.
+    fn locate(&self, from: i64) -> (usize, i64) {
+        if self.buckets == 0 || from <= self.first {
+            return (0, self.first);
+        }
+        if from > self.newest {
+            return (self.values.len(), self.newest + 1);
+        }
+        if self.markers == 0 {
+            return ((from - self.first) as usize, from);
+        }
+        let (mut i, mut n) = (self.values.len() - 1, self.newest);
+        loop {
+            let mut j = i;
+            let mut skipped = 0;
+            while let Some(g) = self.values.get(j.wrapping_sub(1)).and_then(P::skipped) {
+                skipped += i64::from(g);
+                j -= 1;
+            }
+            let previous = n - 1 - skipped;
+            if j == 0 || previous < from {
+                return (i, n);
+            }
+            i = j - 1;
+            n = previous;
+        }
     }
 
     /// The buckets numbered `from` or later, oldest first.
     pub fn iter_from(&self, from: i64) -> Iter<'_, P> {
-        let mut skipped = 0usize;
-        let mut run = 0;
-        let mut next = i64::MAX;
-        let mut end = i64::MAX;
-        for (i, &(s, l)) in self.numbers.0.iter().enumerate() {
-            let e = s + i64::from(l);
-            if from < e {
-                run = i;
-                next = from.max(s);
-                end = e;
-                skipped += (next - s) as usize;
-                break;
-            }
-            skipped += l as usize;
-            run = i + 1;
-        }
+        let (i, next) = self.locate(from);
         Iter {
-            runs: &self.numbers.0,
-            run,
             next,
-            end,
-            values: self.values.range(skipped.min(self.values.len())..),
+            values: self.values.range(i..),
         }
     }
 
@@ -201,40 +244,36 @@ impl<P: Payload> Ring<P> {
 
     /// Forget everything and give the memory back.
     pub fn clear(&mut self) {
-        self.values = VecDeque::new();
-        self.numbers = Runs::default();
+        *self = Ring::new(self.capacity);
     }
 
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         self.values.capacity() * std::mem::size_of::<P>()
-            + self.numbers.0.capacity() * std::mem::size_of::<(i64, u32)>()
     }
 }
 
 /// Buckets of a ring with their numbers, oldest first.
 #[derive(Debug, Clone)]
 pub(super) struct Iter<'a, P> {
-    runs: &'a VecDeque<(i64, u32)>,
-    run: usize,
     next: i64,
-    end: i64,
     values: vec_deque::Iter<'a, P>,
 }
 
-impl<P: Copy> Iterator for Iter<'_, P> {
+impl<P: Payload> Iterator for Iter<'_, P> {
     type Item = (i64, P);
 
     fn next(&mut self) -> Option<(i64, P)> {
-        if self.next >= self.end {
-            self.run += 1;
-            let &(s, l) = self.runs.get(self.run)?;
-            self.next = s;
-            self.end = s + i64::from(l);
+        loop {
+            let v = *self.values.next()?;
+            match v.skipped() {
+                Some(g) => self.next += i64::from(g),
+                None => {
+                    self.next += 1;
+                    return Some((self.next - 1, v));
+                }
+            }
         }
-        let v = *self.values.next()?;
-        self.next += 1;
-        Some((self.next - 1, v))
     }
 }
 
@@ -259,10 +298,21 @@ mod tests {
         );
         assert_eq!(r.iter_from(16).map(|b| b.0).collect::<Vec<_>>(), [16, 17]);
         assert_eq!(r.iter_from(18).count(), 0);
-        // The run of 10..=11 is gone once both have been evicted.
+        // The marker of 12..=14 goes with the bucket before it.
         r.push(18, 18.0);
-        assert_eq!(r.numbers.0.len(), 1);
+        assert_eq!((r.markers, r.values.len()), (0, 4));
         assert_eq!(r.iter().map(|b| b.0).collect::<Vec<_>>(), [15, 16, 17, 18]);
+        // Every other bucket skipped: a marker of 4 bytes each, and reads from the back.
+        let mut r: Ring<f32> = Ring::new(300);
+        for n in 0..1000 {
+            r.push(2 * n, n as f32);
+        }
+        assert_eq!((r.len(), r.markers), (300, 299));
+        assert_eq!(r.first_number(), Some(1400));
+        assert_eq!(r.iter_from(1997).next(), Some((1998, 999.0)));
+        assert_eq!(r.iter_from(1401).next(), Some((1402, 701.0)));
+        assert_eq!(r.iter().count(), 300);
+        assert!(r.heap_bytes() <= 2 * 300 * 4 + 600, "{}", r.heap_bytes());
     }
 
     #[test]
@@ -289,6 +339,6 @@ mod tests {
         }
         assert_eq!(r.len(), 300);
         assert_eq!(r.values.capacity(), 300, "never grown past the capacity");
-        assert!(r.heap_bytes() <= 300 * 4 + 4 * 16);
+        assert_eq!(r.heap_bytes(), 300 * 4);
     }
 }
