@@ -3,13 +3,14 @@
 # processes (and allocator reports) that come and go.
 #
 #   bash bench/footprint.sh OUTDIR
+#   GPUS=1 PROCS=8 bash bench/footprint.sh OUTDIR     # the same at 1 GPU × 8 processes
 #
-# 1. steady: scenario `processes` 8×64 at --sample-interval 1s and 10ms, /metrics scraped every
-#    second; VmRSS and VmHWM after WARMUP_SECONDS (60; 0 skips this part). The 1s run goes on
-#    for HOLD_SECONDS (600) more, so that the history of these long-lived processes reaches its
-#    bound (history.window, 10 min by default); RSS and CPU every 10 s to steady-*.csv.
-# 2. soak: scenario `churn` 8×64 (every process replaced by a new pid every 20 s) at 10ms for
-#    SOAK_SECONDS (600), /metrics scraped every second, allocator reports over TCP ingest from
+# 1. steady: scenario `processes` GPUS×PROCS (8×64) at --sample-interval 1s and 10ms, /metrics
+#    scraped every second; VmRSS and VmHWM after WARMUP_SECONDS (60; 0 skips this part). The 1s
+#    run goes on for HOLD_SECONDS (600) more, so that the history of these long-lived processes
+#    reaches its bound (history.window, 10 min by default); RSS and CPU every 10 s to steady-*.csv.
+# 2. soak: scenario `churn` GPUS×PROCS (every process replaced by a new pid every 20 s) at 10ms
+#    for SOAK_SECONDS (600), /metrics scraped every second, allocator reports over TCP ingest from
 #    INGEST_PIDS (4) fake pids each second, each fake pid replaced every INGEST_LIFETIME (25) s.
 #    RSS, HWM and CPU every 10 s to soak.csv. SOAK_SECONDS=0 skips it.
 #
@@ -28,6 +29,9 @@ SOAK_SECONDS=${SOAK_SECONDS:-600}
 SOAK_WARMUP=${SOAK_WARMUP:-60}
 INGEST_PIDS=${INGEST_PIDS:-4}
 INGEST_LIFETIME=${INGEST_LIFETIME:-25}
+GPUS=${GPUS:-8}
+PROCS=${PROCS:-64}
+SHAPE=${GPUS}x$PROCS
 LIMIT=$((WARMUP_SECONDS * 2 + HOLD_SECONDS + SOAK_SECONDS + 300))
 
 bounded "$LIMIT" "$SELF" "$OUT"
@@ -88,7 +92,7 @@ SUMMARY="$OUT/summary.txt"
 } > "$SUMMARY"
 
 # 1. steady 8×64 at 1s and 10ms (WARMUP_SECONDS=0 skips it).
-sim_config "$OUT/sim-processes-8x64.yaml" processes 8 64
+sim_config "$OUT/sim-processes-$SHAPE.yaml" processes "$GPUS" "$PROCS"
 STEADY_ROWS=()
 STEADY_INTERVALS=(1s 10ms)
 ((WARMUP_SECONDS > 0)) || STEADY_INTERVALS=()
@@ -97,7 +101,7 @@ for interval in "${STEADY_INTERVALS[@]}"; do
   echo "$CSV_HEADER" > "$csv"
   port=$(free_port)
   t0=$(now_s)
-  start_exporter "$OUT/steady-$interval.log" "$port" "$OUT/sim-processes-8x64.yaml" "$interval"
+  start_exporter "$OUT/steady-$interval.log" "$port" "$OUT/sim-processes-$SHAPE.yaml" "$interval"
   wait_ready "http://127.0.0.1:$port/-/ready"
   observe "$port" "$WARMUP_SECONDS" "$csv" "$t0"
   rss_w=$(last "$csv" 2); hwm_w=$(last "$csv" 3); cpu_w=$(cpu_last60 "$csv")
@@ -106,15 +110,15 @@ for interval in "${STEADY_INTERVALS[@]}"; do
     rss_h=$(last "$csv" 2); hwm_h=$(last "$csv" 3); t_h=$(last "$csv" 1); cpu_h=$(cpu_last60 "$csv")
   fi
   stop "$EXP_PID"
-  STEADY_ROWS+=("steady 8x64, $interval, after ${WARMUP_SECONDS}s|$(mib "$rss_w")|$(mib "$hwm_w")|$cpu_w")
+  STEADY_ROWS+=("steady $SHAPE, $interval, after ${WARMUP_SECONDS}s|$(mib "$rss_w")|$(mib "$hwm_w")|$cpu_w")
   if [[ $interval == 1s && $HOLD_SECONDS -gt 0 ]]; then
-    STEADY_ROWS+=("steady 8x64, $interval, after ${t_h%.*}s|$(mib "$rss_h")|$(mib "$hwm_h")|$cpu_h")
+    STEADY_ROWS+=("steady $SHAPE, $interval, after ${t_h%.*}s|$(mib "$rss_h")|$(mib "$hwm_h")|$cpu_h")
   fi
 done
 
 ((${#STEADY_ROWS[@]} == 0)) || {
   echo
-  echo "## resident memory, 8 GPUs x 64 processes (scrape every 1 s)"
+  echo "## resident memory, $GPUS GPUs x $PROCS processes (scrape every 1 s)"
   printf '%-36s %10s %10s %16s\n' run "VmRSS MiB" "VmHWM MiB" "CPU % (last 60s)"
   for r in "${STEADY_ROWS[@]}"; do IFS='|' read -r a b c d <<< "$r"; printf '%-36s %10s %10s %16s\n' "$a" "$b" "$c" "$d"; done
 } | tee -a "$SUMMARY"
@@ -124,13 +128,13 @@ if ((SOAK_SECONDS == 0)); then
   rm -f "$OUT/.last-scrape" "$OUT/.scrape.tmp"
   exit 0
 fi
-sim_config "$OUT/sim-churn-8x64.yaml" churn 8 64
+sim_config "$OUT/sim-churn-$SHAPE.yaml" churn "$GPUS" "$PROCS"
 csv="$OUT/soak.csv"
 echo "$CSV_HEADER" > "$csv"
 port=$(free_port)
 iport=$(free_port)
 t0=$(now_s)
-start_exporter "$OUT/soak.log" "$port" "$OUT/sim-churn-8x64.yaml" 10ms --ingest.listen-address "127.0.0.1:$iport"
+start_exporter "$OUT/soak.log" "$port" "$OUT/sim-churn-$SHAPE.yaml" 10ms --ingest.listen-address "127.0.0.1:$iport"
 wait_ready "http://127.0.0.1:$port/-/ready"
 mapfile -t UUIDS < <(curl -sf --max-time 5 "http://127.0.0.1:$port/metrics" | grep '^gpumem_gpu_info{' | sed 's/.*uuid="\([^"]*\)".*/\1/')
 
@@ -174,8 +178,8 @@ read -r ING_OK ING_FULL ING_OTHER < "$OUT/ingest-counts.txt"
 
 {
   echo
-  echo "## soak: churn 8 GPUs x 64 processes, 10ms, ${SOAK_SECONDS}s, scrape every 1 s, TCP ingest from $INGEST_PIDS fake pids (new pid every ${INGEST_LIFETIME}s)"
-  awk -F, -v w="$SOAK_WARMUP" '
+  echo "## soak: churn $GPUS GPUs x $PROCS processes, 10ms, ${SOAK_SECONDS}s, scrape every 1 s, TCP ingest from $INGEST_PIDS fake pids (new pid every ${INGEST_LIFETIME}s)"
+  awk -F, -v w="$SOAK_WARMUP" -v all="$((GPUS * PROCS))" '
     NR == 1 {next}
     {t[NR] = $1; rss[NR] = $2; hwm = $3; cpu[NR] = $4; smp[NR] = $5; n = NR}
     wi == 0 && $1 >= w {wi = NR}
@@ -193,7 +197,7 @@ read -r ING_OK ING_FULL ING_OTHER < "$OUT/ingest-counts.txt"
       printf "growth after warm-up: end %+.2f MiB, max %+.2f MiB\n", (rss[n] - rss[wi]) / 1024, (maxw - rss[wi]) / 1024
       printf "CPU: %.1f s over %.0f s = %.1f%% of one core on average (after warm-up: %.1f%%)\n", cpu[n] - cpu[f], t[n] - t[f], 100 * (cpu[n] - cpu[f]) / (t[n] - t[f]), 100 * (cpu[n] - cpu[wi]) / (t[n] - t[wi])
       printf "samples: %.1f per second achieved (10ms asks for 100); tracked processes at most %d\n", (smp[n] - smp[f]) / (t[n] - t[f]), trk
-      printf "live processes served (gpumem_process_used_bytes series, of 512) after warm-up: %d..%d; fake pids served at most %d\n", pmin, pmax, fmax
+      printf "live processes served (gpumem_process_used_bytes series, of %d) after warm-up: %d..%d; fake pids served at most %d\n", all, pmin, pmax, fmax
     }' "$csv"
   echo "ingest reports: $ING_OK accepted (202), $ING_FULL refused with 429 (history.max_processes reached), $ING_OTHER other"
 } | tee -a "$SUMMARY"

@@ -54,6 +54,11 @@ impl SeriesShape {
         Series::tiered(self.res, self.fine_window, self.coarse_res, self.window)
     }
 
+    /// The views of a process's demand: pushed once per analysis, so one value a bucket.
+    fn demand(self) -> Series {
+        self.series().one_value_a_bucket()
+    }
+
     /// What is read as floors and recent maxima only.
     fn floors(self) -> Series {
         Series::tiered(
@@ -162,7 +167,7 @@ impl ProcState {
             leak: None,
             leak_key: None,
             leak_suspected: false,
-            demand: Demand::new(t, shape.series(), shape.floors()),
+            demand: Demand::new(t, shape.demand(), shape.floors().one_value_a_bucket()),
             eta: None,
             risk: None,
         }

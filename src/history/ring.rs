@@ -1,0 +1,344 @@
+//! The storage under a series: buckets of one width, the newest `capacity` of them, each as
+//! small as what is read from it allows.
+//!
+//! A bucket's start is not stored with it: buckets follow each other, and where samples
+//! skipped buckets (an analysis a second lands now and then two seconds after the last) a
+//! marker of the same size holds how many. Real values are finite, markers are NaN.
+
+use std::collections::{vec_deque, VecDeque};
+
+/// Longest gap one marker holds (the mantissa of an `f32` NaN).
+const MAX_GAP: u32 = (1 << 23) - 1;
+
+/// What a bucket keeps of the samples folded into it.
+pub(super) trait Payload: Copy {
+    fn first(v: f32) -> Self;
+    fn fold(&mut self, v: f32);
+    fn span(&self) -> Span;
+    /// A marker of `n` skipped buckets (1..=MAX_GAP).
+    fn gap(n: u32) -> Self;
+    /// The buckets this marker stands for, if it is one.
+    fn skipped(&self) -> Option<u32>;
+}
+
+fn marker(n: u32) -> f32 {
+    f32::from_bits(0x7F80_0000 | n)
+}
+
+fn marked(v: f32) -> Option<u32> {
+    v.is_nan().then_some(v.to_bits() & MAX_GAP)
+}
+
+/// A bucket of a view pushed once per bucket (one analysis a second): 4 bytes, its one value.
+impl Payload for f32 {
+    fn first(v: f32) -> Self {
+        v
+    }
+    /// A second value comes only when the clock steps back. The bucket keeps the higher one:
+    /// these views are high-water marks, read for their maxima.
+    fn fold(&mut self, v: f32) {
+        *self = self.max(v);
+    }
+    fn span(&self) -> Span {
+        Span {
+            min: *self,
+            max: *self,
+        }
+    }
+    fn gap(n: u32) -> Self {
+        marker(n)
+    }
+    fn skipped(&self) -> Option<u32> {
+        marked(*self)
+    }
+}
+
+/// A bucket of a series sampled more often than its buckets: 8 bytes, the least and the
+/// highest value. The last value is read from the newest bucket only, and the series keeps
+/// that one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Span {
+    pub min: f32,
+    pub max: f32,
+}
+
+impl Span {
+    pub fn merge(&mut self, o: Span) {
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+}
+
+impl Payload for Span {
+    fn first(v: f32) -> Self {
+        Span { min: v, max: v }
+    }
+    fn fold(&mut self, v: f32) {
+        self.merge(Span { min: v, max: v });
+    }
+    fn span(&self) -> Span {
+        *self
+    }
+    fn gap(n: u32) -> Self {
+        Span {
+            min: marker(n),
+            max: 0.0,
+        }
+    }
+    fn skipped(&self) -> Option<u32> {
+        marked(self.min)
+    }
+}
+
+/// Buckets of one width: at most `capacity`, the oldest dropped first.
+#[derive(Debug, Clone)]
+pub(super) struct Ring<P> {
+    /// Buckets and markers, oldest first; the first and the last are buckets.
+    values: VecDeque<P>,
+    /// Number of the oldest and of the newest bucket.
+    first: i64,
+    newest: i64,
+    buckets: usize,
+    markers: usize,
+    capacity: usize,
+}
+
+impl<P: Payload> Ring<P> {
+    pub fn new(capacity: usize) -> Self {
+        Ring {
+            values: VecDeque::new(),
+            first: 0,
+            newest: 0,
+            buckets: 0,
+            markers: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn len(&self) -> usize {
+        self.buckets
+    }
+
+    pub fn first_number(&self) -> Option<i64> {
+        (self.buckets > 0).then_some(self.first)
+    }
+
+    pub fn newest(&self) -> Option<(i64, P)> {
+        Some((self.newest, *self.values.back()?))
+    }
+
+    /// Folds `v` into bucket `number`: into the newest bucket when `number` is not newer (late
+    /// samples do not rewrite the past), else into a new one. Returns the bucket that made
+    /// room for it.
+    pub fn push(&mut self, number: i64, v: f32) -> Option<(i64, P)> {
+        match self.values.back_mut() {
+            Some(b) if number <= self.newest => {
+                b.fold(v);
+                None
+            }
+            _ => self.push_new(number, P::first(v)),
+        }
+    }
+
+    /// Appends bucket `number`, newer than every bucket held.
+    pub fn push_new(&mut self, number: i64, p: P) -> Option<(i64, P)> {
+        let evicted = if self.buckets == self.capacity {
+            self.pop_front()
+        } else {
+            None
+        };
+        if self.buckets == 0 {
+            self.first = number;
+        } else {
+            let mut skipped = number - self.newest - 1;
+            while skipped > 0 {
+                let n = skipped.min(i64::from(MAX_GAP));
+                self.append(P::gap(n as u32));
+                self.markers += 1;
+                skipped -= n;
+            }
+        }
+        self.append(p);
+        self.buckets += 1;
+        self.newest = number;
+        evicted
+    }
+
+    fn append(&mut self, p: P) {
+        let n = self.values.len();
+        if n == self.values.capacity() {
+            // Grow geometrically, but to the capacity exactly where nothing was skipped: a
+            // full ring of consecutive buckets holds exactly `capacity` of them.
+            let want = if n < self.capacity {
+                (n * 2).max(16).min(self.capacity)
+            } else {
+                n + (n / 4).max(8)
+            };
+            self.values.reserve_exact(want - n);
+        }
+        self.values.push_back(p);
+    }
+
+    pub fn newest_mut(&mut self) -> Option<&mut P> {
+        self.values.back_mut()
+    }
+
+    pub fn pop_front(&mut self) -> Option<(i64, P)> {
+        let p = self.values.pop_front()?;
+        let n = self.first;
+        self.buckets -= 1;
+        self.first += 1;
+        while let Some(g) = self.values.front().and_then(P::skipped) {
+            self.values.pop_front();
+            self.markers -= 1;
+            self.first += i64::from(g);
+        }
+        Some((n, p))
+    }
+
+    /// Index and number of the first bucket numbered `from` or later; from the newest back,
+    /// as reads mostly ask for the recent past.
+    fn locate(&self, from: i64) -> (usize, i64) {
+        if self.buckets == 0 || from <= self.first {
+            return (0, self.first);
+        }
+        if from > self.newest {
+            return (self.values.len(), self.newest + 1);
+        }
+        if self.markers == 0 {
+            return ((from - self.first) as usize, from);
+        }
+        let (mut i, mut n) = (self.values.len() - 1, self.newest);
+        loop {
+            let mut j = i;
+            let mut skipped = 0;
+            while let Some(g) = self.values.get(j.wrapping_sub(1)).and_then(P::skipped) {
+                skipped += i64::from(g);
+                j -= 1;
+            }
+            let previous = n - 1 - skipped;
+            if j == 0 || previous < from {
+                return (i, n);
+            }
+            i = j - 1;
+            n = previous;
+        }
+    }
+
+    /// The buckets numbered `from` or later, oldest first.
+    pub fn iter_from(&self, from: i64) -> Iter<'_, P> {
+        let (i, next) = self.locate(from);
+        Iter {
+            next,
+            values: self.values.range(i..),
+        }
+    }
+
+    pub fn iter(&self) -> Iter<'_, P> {
+        self.iter_from(i64::MIN)
+    }
+
+    /// Forget everything and give the memory back.
+    pub fn clear(&mut self) {
+        *self = Ring::new(self.capacity);
+    }
+
+    #[cfg(test)]
+    pub fn heap_bytes(&self) -> usize {
+        self.values.capacity() * std::mem::size_of::<P>()
+    }
+}
+
+/// Buckets of a ring with their numbers, oldest first.
+#[derive(Debug, Clone)]
+pub(super) struct Iter<'a, P> {
+    next: i64,
+    values: vec_deque::Iter<'a, P>,
+}
+
+impl<P: Payload> Iterator for Iter<'_, P> {
+    type Item = (i64, P);
+
+    fn next(&mut self) -> Option<(i64, P)> {
+        loop {
+            let v = *self.values.next()?;
+            match v.skipped() {
+                Some(g) => self.next += i64::from(g),
+                None => {
+                    self.next += 1;
+                    return Some((self.next - 1, v));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_survive_gaps_and_eviction() {
+        let mut r: Ring<f32> = Ring::new(4);
+        for n in [10, 11, 15, 16, 17] {
+            r.push(n, n as f32);
+        }
+        let got: Vec<_> = r.iter().collect();
+        assert_eq!(got, [(11, 11.0), (15, 15.0), (16, 16.0), (17, 17.0)]);
+        assert_eq!(r.first_number(), Some(11));
+        let from: Vec<_> = r.iter_from(12).map(|b| b.0).collect();
+        assert_eq!(
+            from,
+            [15, 16, 17],
+            "a number inside a gap starts at the next bucket"
+        );
+        assert_eq!(r.iter_from(16).map(|b| b.0).collect::<Vec<_>>(), [16, 17]);
+        assert_eq!(r.iter_from(18).count(), 0);
+        // The marker of 12..=14 goes with the bucket before it.
+        r.push(18, 18.0);
+        assert_eq!((r.markers, r.values.len()), (0, 4));
+        assert_eq!(r.iter().map(|b| b.0).collect::<Vec<_>>(), [15, 16, 17, 18]);
+        // Every other bucket skipped: a marker of 4 bytes each, and reads from the back.
+        let mut r: Ring<f32> = Ring::new(300);
+        for n in 0..1000 {
+            r.push(2 * n, n as f32);
+        }
+        assert_eq!((r.len(), r.markers), (300, 299));
+        assert_eq!(r.first_number(), Some(1400));
+        assert_eq!(r.iter_from(1997).next(), Some((1998, 999.0)));
+        assert_eq!(r.iter_from(1401).next(), Some((1402, 701.0)));
+        assert_eq!(r.iter().count(), 300);
+        assert!(r.heap_bytes() <= 2 * 300 * 4 + 600, "{}", r.heap_bytes());
+    }
+
+    #[test]
+    fn a_one_value_bucket_keeps_the_higher_of_two() {
+        let mut r: Ring<f32> = Ring::new(4);
+        r.push(3, 5.0);
+        r.push(2, 7.0);
+        r.push(3, 6.0);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(3, 7.0)]);
+        let mut s: Ring<Span> = Ring::new(4);
+        s.push(3, 5.0);
+        s.push(3, 7.0);
+        s.push(3, 2.0);
+        assert_eq!(s.newest(), Some((3, Span { min: 2.0, max: 7.0 })));
+    }
+
+    #[test]
+    fn buckets_cost_four_and_eight_bytes() {
+        assert_eq!(std::mem::size_of::<f32>(), 4);
+        assert_eq!(std::mem::size_of::<Span>(), 8);
+        let mut r: Ring<f32> = Ring::new(300);
+        for n in 0..1000 {
+            r.push(n, 1.0);
+        }
+        assert_eq!(r.len(), 300);
+        assert_eq!(r.values.capacity(), 300, "never grown past the capacity");
+        assert_eq!(r.heap_bytes(), 300 * 4);
+    }
+}
