@@ -89,6 +89,16 @@ fn detection_targets_hold_on_real_traces() {
         } else {
             (15, 0.30, 60.0, 20.0)
         };
+        // d2-leak leaks in segments of the allocator: since a staircase is extrapolated over
+        // at most twice the steps it has shown (`oom::STAIRS_EXTRAPOLATION`, which took the
+        // checkpoint gather's and two slowed-down healthy runs' stale alerts back), its ETA is
+        // there for fewer of the early seconds: 45 % within 25 % (69 % before; 55 % at three
+        // times). Held there so that a further regression fails.
+        let need = if s.trace == "d2-leak.jsonl" {
+            0.44
+        } else {
+            need
+        };
         if s.eta_seconds.0 > 0 {
             let share = s.eta_share(within).unwrap();
             assert!(
