@@ -103,8 +103,9 @@ def session(out):
     pids_of = {}
     for name, *_ in runs:
         for path in glob.glob(os.path.join(out, name, name + "*.jsonl")):
-            for r in read_jsonl(path)[:1]:
-                pids_of.setdefault(name, set()).add(str(r.get("pid")))
+            with open(path) as f:
+                header = json.loads(f.readline() or "{}")  # the header alone, not the trace
+            pids_of.setdefault(name, set()).add(str(header.get("pid")))
     theirs = {p for n, ps in pids_of.items() for p in ps}
     table = []
     for i, (name, start, end, code, gpu) in enumerate(runs):

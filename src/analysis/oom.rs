@@ -652,6 +652,25 @@ mod tests {
     }
 
     #[test]
+    fn a_staircase_is_extrapolated_over_at_most_twice_the_steps_it_has_shown() {
+        // Two steps of 2 GiB, 40 s apart (a checkpoint's copy taken twice).
+        let stair = |t: f64| 10.0 * GIB + (t / 40.0).floor().min(2.0) * 2.0 * GIB;
+        let now = 100.0;
+        let t = trend(stair, now).unwrap();
+        assert_eq!(t.stairs.map(|s| s.count), Some(2), "{t:?}");
+        let p = part(stair(now), stair(now), Some(t), now);
+        // Room for six more steps: a rise that may well end, no ETA.
+        assert!(eta(14.0 * GIB + 6.5 * 2.0 * GIB, &[p], 0, &params()).is_none());
+        // Room for three: the fourth step fails, on the staircase's schedule.
+        let e = eta(14.0 * GIB + 3.5 * 2.0 * GIB, &[p], 0, &params()).expect("three steps ahead");
+        assert!(
+            (e.seconds - (20.0 + 3.0 * 40.0)).abs() < 5.0,
+            "{}",
+            e.seconds
+        );
+    }
+
+    #[test]
     fn a_kept_step_persists_under_a_floor_that_swings_below_the_old_top() {
         // Training between evaluations that keep their outputs: activations swing the demand
         // 4 GiB under its peaks, and every evaluation keeps 3 GiB more. The new floor never
