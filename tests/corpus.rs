@@ -157,22 +157,24 @@ const ALLOWED: &[Allowance] = &[
     //   client, 15 s on NVML alone); without the client none held.
     allow("c-eval-kept-check", None, "critical", 17.0),
     allow("c-eval-kept-check", Some("no client"), "critical", 0.0),
-    // - Trials of a sweep leaking together on one GPU: the first critical comes 43 s before the
-    //   first failure but does not hold (1.7 s held; 0 without the client); held out, 27 s.
-    allow("c-multi-leak", None, "critical", 0.0),
+    // - Trials of a sweep leaking together on one GPU: critical held 41 s before the first
+    //   failure (target 45); without the client none held, twice as slow 2 s; held out 27 s.
+    allow("c-multi-leak", None, "critical", 40.0),
+    allow("c-multi-leak", Some("no client"), "critical", 0.0),
+    allow("c-multi-leak", Some("slower ×2"), "slower", 2.0),
     allow("c-multi-leak-2", None, "critical", 26.0),
-    // - Reinforcement-learning rounds whose peaks rise to a crash, run to the end: no warning
-    //   in replay (live, the build before these rules paged 119 and 54 s ahead with the
-    //   client, nothing on NVML alone). The partial recordings of the same job stay warned
-    //   (`steps_and_rounds_that_rise_are_warned_before_the_one_that_fails`).
-    allow("c-rising-peaks", None, "critical", 0.0),
-    allow("c-rising-peaks", None, "high", 0.0),
-    allow("c-rising-peaks", None, "eta", 0.0),
-    allow("c-rising-peaks", None, "bounds", 0.0),
-    allow("c-rising-peaks-2", None, "critical", 0.0),
-    allow("c-rising-peaks-2", None, "high", 0.0),
-    allow("c-rising-peaks-2", None, "eta", 0.0),
-    allow("c-rising-peaks-2", None, "bounds", 0.0),
+    // - Reinforcement-learning rounds whose peaks rise to a crash: critical from the fourth
+    //   round's peak on, 73 s ahead (held out 34 s: its fourth peak comes 34 s before the
+    //   crash), so high from then only (target 90 s), the ETA right at half the seconds.
+    //   Twice as slow, a moment at critical during the start-up load, 373 s ahead (as before
+    //   the rounds were measured from the end of the load).
+    allow("c-rising-peaks", None, "high", 72.0),
+    allow("c-rising-peaks", None, "eta", 0.5),
+    allow("c-rising-peaks", None, "bounds", 0.5),
+    allow("c-rising-peaks", Some("slower ×2"), "early", 374.0),
+    allow("c-rising-peaks-2", None, "high", 33.0),
+    allow("c-rising-peaks-2", None, "eta", 0.12),
+    allow("c-rising-peaks-2", None, "bounds", 0.12),
     // - A checkpoint that gathers part of the model: its first two gathers raise the
     //   allocator's peak twice and read as a staircase; high for 20 s (held out: 55 s, twice as
     //   slow 106 s, on a 141 GiB card critical for 20 s). No stale second on the dev run.

@@ -8,7 +8,7 @@
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
 #                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
-#                                                 reearned-x4 (four GPUs)
+#                                                 reearned-x4, reearned-final (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -55,6 +55,11 @@ reearned-x4)
   SCRAPE=${SCRAPE:-15s}
   NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
   BUDGET_S=${BUDGET_S:-840}
+  ;;
+reearned-final)
+  SCRAPE=${SCRAPE:-15s}
+  NVML_ONLY_PORT=${NVML_ONLY_PORT-10050}
+  BUDGET_S=${BUDGET_S:-560}
   ;;
 reearned-check)
   SCRAPE=${SCRAPE:-15s}
@@ -310,6 +315,45 @@ reearned-x4)
     GPU=3 rec c-eval-kept-2 280 "" $W eval-kept --train-s 25 --steps 7
     pause 20
     GPU=3 rec c-multi-leak-2 220 "" bash -c "at=\$((\$(date +%s) + 35)); for k in 0 1; do $W sweep-trial --trial \$k --trials 2 --sync-at \$at --growth-s 110 --seed \$((k + 7)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  }
+  if [ -n "$PLAN_ONLY" ]; then
+    for lane in lane0 lane1 lane2 lane3; do PLANNED=0; $lane; done
+  else
+    lane0 &
+    slots=($!)
+    lane1 &
+    slots+=($!)
+    lane2 &
+    slots+=($!)
+    lane3 &
+    slots+=($!)
+    wait "${slots[@]}"
+  fi
+  pause 20
+  ;;
+reearned-final)
+  # The six shapes once more, with sizes, paces and seeds none of the earlier runs had, on four
+  # GPUs side by side in about nine minutes: the held-out live check of the forecast as it
+  # stands after the development on the earlier recordings (all of these go to holdout).
+  lane0() {
+    GPU=0 rec h-slow-load-3 230 healthy $W healthy-slow-load --load-gib 40 --load-s 95 --kv-gib 3 --duration 80 --period-s 0.06 --seed 11
+    pause 15
+    GPU=0 rec c-rising-peaks-3 250 "" $W rising-peaks --fraction 0.4 --rounds 6 --rollout-s 10 --train-s 10 --seed 12
+  }
+  lane1() {
+    GPU=1 rec h-warmup-saturate-3 230 healthy $W healthy-warmup-saturate --duration 190 --warmup-s 100 --period-s 0.12 --fraction 0.96 --seed 13
+    pause 15
+    GPU=1 rec c-eval-kept-3 250 "" $W eval-kept --train-s 22 --steps 6 --seed 14
+  }
+  lane2() {
+    GPU=2 rec h-ckpt-gather-3 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 35 --fraction 0.5 --gather-fraction 0.14 --seed 15
+    pause 15
+    GPU=2 rec c-multi-leak-3 230 "" bash -c "at=\$((\$(date +%s) + 35)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --growth-s 90 --seed \$((k + 20)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  }
+  lane3() {
+    GPU=3 rec c-rising-peaks-4 250 "" $W rising-peaks --fraction 0.55 --rounds 5 --rollout-s 7 --train-s 14 --seed 16
+    pause 15
+    GPU=3 rec h-ckpt-gather-4 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 45 --fraction 0.62 --gather-fraction 0.1 --seed 17
   }
   if [ -n "$PLAN_ONLY" ]; then
     for lane in lane0 lane1 lane2 lane3; do PLANNED=0; $lane; done

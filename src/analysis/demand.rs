@@ -233,6 +233,7 @@ impl Demand {
             let overhead = self.overhead();
             let peak = self.peak_need(m, now, overhead);
             let (need, held) = self.need_and_held(m, peak);
+            let was_loaded = self.loaded_from();
             self.loading
                 .push(now, held, p.eta.warmup, oom::MIN_STEP_BYTES);
             self.need.push(now, need);
@@ -242,6 +243,9 @@ impl Demand {
             self.held = held;
             self.footprint.push(now, held);
             self.rounds.push(now, held, p.window);
+            if self.loaded_from() != was_loaded && self.loaded_from().is_some() {
+                self.rounds.loaded(now, held);
+            }
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
@@ -316,9 +320,13 @@ impl Demand {
                     .allocator
                     .and_then(|a| a.largest_free_block_bytes)
                     .unwrap_or(0) as f64;
-                self.served_need =
-                    (view != "need" && next <= block && level + oom::MIN_STEP_BYTES <= self.held)
-                        .then_some(level);
+                // A request of unknown size (no step, no segment taken since loading) is
+                // no request the cache is known to serve.
+                self.served_need = (view != "need"
+                    && next > 0.0
+                    && next <= block
+                    && level + oom::MIN_STEP_BYTES <= self.held)
+                    .then_some(level);
             }
         }
         if let Some(r) = rounds.filter(|r| best.is_none_or(|b| r.slope > b.slope)) {
@@ -671,6 +679,61 @@ mod tests {
             t.slope / GIB
         );
         assert!(t.stairs.is_some());
+    }
+
+    #[test]
+    fn a_cache_serves_only_requests_of_a_known_size() {
+        // Loaded to 20 GiB reserved; then allocated leaks at 0.02 GiB/s inside the cache, its
+        // largest free block 3 GiB. `segments` GiB-sized segments were taken after loading.
+        let leak = |segments: u64| {
+            let mut p = Proc::new(0.0);
+            for t in 0..200 {
+                let taken = if t >= 60 {
+                    segments.min((t as u64 - 60) / 10 + 1)
+                } else {
+                    0
+                };
+                let reserved = 20.0 + taken as f64;
+                let allocated = if t < 60 {
+                    12.0
+                } else {
+                    12.0 + 0.02 * (t - 60) as f64
+                };
+                let d = DeviceStats {
+                    uuid: "GPU-0".into(),
+                    allocated_bytes: (allocated * GIB) as u64,
+                    reserved_bytes: (reserved * GIB) as u64,
+                    allocated_peak_bytes: Some((allocated * GIB) as u64),
+                    largest_free_block_bytes: Some((3.0 * GIB) as u64),
+                    segments: Some(10 + taken),
+                    ..Default::default()
+                };
+                p.demand.allocator(t as f64, p.last.as_ref(), &d);
+                p.allocated.push(t as f64, d.allocated_bytes as f64);
+                p.last = Some(d);
+                p.analyse(t as f64, None);
+            }
+            assert!(p.demand.trend().is_some(), "a leak of 0.02 GiB/s");
+            p.part(199.0)
+        };
+        // Requests of 1 GiB, which the 3 GiB block serves: the need is the peak and one
+        // request, below what the process holds.
+        let known = leak(2);
+        assert!(
+            known.need < known.held - GIB,
+            "{} {}",
+            known.need / GIB,
+            known.held / GIB
+        );
+        // No segment taken since loading: the size of the request that would fail is unknown,
+        // and the cache is not counted as room for it.
+        let unknown = leak(0);
+        assert!(
+            unknown.need >= unknown.held,
+            "{} {}",
+            unknown.need / GIB,
+            unknown.held / GIB
+        );
     }
 
     #[test]

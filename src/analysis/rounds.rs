@@ -18,6 +18,8 @@ use crate::model::Time;
 const KEEP: usize = 12;
 /// Peaks it takes for a trend: three rises in a row.
 const MIN_ROUNDS: usize = 4;
+/// The last rounds' gaps are within this factor of their median.
+const REGULARITY: f64 = 3.0;
 /// The peaks must rise with Mann–Kendall p under this.
 const SIGNIFICANCE: f64 = 0.05;
 
@@ -28,6 +30,10 @@ pub struct Rounds {
     /// The round under way: its lowest point before it rose, and its highest since.
     trough: f64,
     high: Option<(Time, f64)>,
+    /// What the last round that ended took, from its trough to its peak.
+    last_took: f64,
+    /// The start-up load has been set aside (`loaded`).
+    started: bool,
 }
 
 impl Rounds {
@@ -36,7 +42,10 @@ impl Rounds {
     }
 
     /// The footprint is `bytes` at `t` (one point per analysis). A round ends when the
-    /// process gives back at least half of what it took in it (and a segment at least).
+    /// process gives back at least half of what it took in it (and a segment at least). A
+    /// round is a cycle at the job's own scale: a rise and fall of less than half of what the
+    /// last round took (the cache taken back in part after a round, a small batch between
+    /// rollouts) is a ripple within the next round, not a round of its own.
     pub fn push(&mut self, t: Time, bytes: f64, window: f64) {
         match self.high {
             None => {
@@ -45,7 +54,9 @@ impl Rounds {
             }
             Some((_, high)) => {
                 let took = high - self.trough;
-                if took >= MIN_STEP_BYTES && bytes <= high - 0.5 * took {
+                let least = MIN_STEP_BYTES.max(0.5 * self.last_took);
+                if took >= least && bytes <= high - 0.5 * took {
+                    self.last_took = took;
                     self.peaks.extend(self.high);
                     self.trough = bytes;
                     self.high = Some((t, bytes));
@@ -60,6 +71,19 @@ impl Rounds {
         }
         while self.peaks.len() > KEEP || self.peaks.front().is_some_and(|p| p.0 < t - window) {
             self.peaks.pop_front();
+        }
+    }
+
+    /// The process's start-up load ended at `t` with the footprint at `bytes`: its rise is no
+    /// round's, so the round under way starts here. A job that loads most of what it holds
+    /// and then repeats a phase never gives half of the load back; its rounds are measured
+    /// from what it holds once loaded. Only the first load counts: a later "load" that ends
+    /// (a rollout's rise read as loading again) is the rise of a round.
+    pub fn loaded(&mut self, t: Time, bytes: f64) {
+        if !self.started {
+            self.started = true;
+            self.trough = bytes;
+            self.high = Some((t, bytes));
         }
     }
 
@@ -89,14 +113,32 @@ impl Rounds {
         if p_value >= SIGNIFICANCE || values.iter().any(|v| *v > last) {
             return None;
         }
+        // Each of the last rounds higher than the one before: peaks that scatter (a bursty
+        // job's batches of random size) have a highest yet now and then, and a rising tendency
+        // over a few rounds by chance; a schedule that rises does not fall back on the way.
+        if values[values.len() - MIN_ROUNDS..]
+            .windows(2)
+            .any(|w| w[1] <= w[0])
+        {
+            return None;
+        }
         if last - first.1 < MIN_STEP_BYTES {
             return None;
         }
         let mut rises: Vec<f64> = pts.windows(2).map(|w| w[1].1 - w[0].1).collect();
         let mut periods: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let shortest = periods[periods.len() + 1 - MIN_ROUNDS..]
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
         let step = median(&mut rises)?;
         let gap = median(&mut periods)?;
         if step <= 0.0 || gap <= 0.0 {
+            return None;
+        }
+        // A round is a phase the job repeats, so its rounds take comparable times: two bursts
+        // seconds apart after rounds of minutes are one phase's, and no schedule to extrapolate.
+        if shortest * REGULARITY < gap {
             return None;
         }
         let (line, slope_lower, slope_upper) = theil_sen_interval(&pts, Some(0.01))?;
@@ -170,6 +212,102 @@ mod tests {
             280.0,
         );
         assert!(r.trend(280.0).is_none());
+        // Peaks that scatter upwards, one falling back among the last four: no schedule.
+        let r = run(
+            |k| [18.0, 19.0, 21.0, 20.0, 22.0][k.min(4)] * GIB,
+            40.0,
+            200.0,
+        );
+        assert!(r.trend(200.0).is_none());
+    }
+
+    #[test]
+    fn a_ripple_after_a_round_is_no_round() {
+        // Five rounds of rising peaks; after each, the cache is taken back in part (2 GiB)
+        // and given back again before the next rollout.
+        let mut r = Rounds::new();
+        for k in 0..5 {
+            let t0 = k as f64 * 40.0;
+            let peak = 20.0 * GIB + k as f64 * 2.0 * GIB;
+            for i in 0..40 {
+                let t = t0 + i as f64;
+                let v = match i {
+                    0..=19 => 10.0 * GIB + (peak - 10.0 * GIB) * i as f64 / 19.0,
+                    20..=24 => 10.0 * GIB,
+                    25..=29 => 12.0 * GIB,
+                    _ => 9.5 * GIB,
+                };
+                r.push(t, v, 300.0);
+            }
+        }
+        let t = r
+            .trend(200.0)
+            .expect("five rounds, each higher, ripples between them");
+        assert!((t.stairs.unwrap().step - 2.0 * GIB).abs() < 0.15 * GIB);
+    }
+
+    #[test]
+    fn a_load_is_no_round() {
+        // 40 GiB loaded and kept; then rollouts of 10 to 18 GiB that are given back: never
+        // half of the load, but each a round.
+        let mut r = Rounds::new();
+        for i in 0..20 {
+            r.push(i as f64, 2.0 * GIB * i as f64, 300.0);
+        }
+        r.loaded(20.0, 40.0 * GIB);
+        for k in 0..5 {
+            let peak = 50.0 * GIB + k as f64 * 2.0 * GIB;
+            for i in 0..40 {
+                let t = 21.0 + k as f64 * 40.0 + i as f64;
+                let v = if i < 20 {
+                    40.0 * GIB + (peak - 40.0 * GIB) * i as f64 / 19.0
+                } else {
+                    40.0 * GIB
+                };
+                r.push(t, v, 300.0);
+            }
+        }
+        assert!(r.trend(221.0).is_some(), "{r:?}");
+        // Without the load set aside, the first round never ends.
+        let mut r = Rounds::new();
+        for i in 0..=20 {
+            r.push(i as f64, 2.0 * GIB * i as f64, 300.0);
+        }
+        for k in 0..5 {
+            let peak = 50.0 * GIB + k as f64 * 2.0 * GIB;
+            for i in 0..40 {
+                let t = 21.0 + k as f64 * 40.0 + i as f64;
+                let v = if i < 20 {
+                    40.0 * GIB + (peak - 40.0 * GIB) * i as f64 / 19.0
+                } else {
+                    40.0 * GIB
+                };
+                r.push(t, v, 300.0);
+            }
+        }
+        assert!(r.trend(221.0).is_none());
+    }
+
+    #[test]
+    fn rounds_far_shorter_than_the_others_are_no_schedule() {
+        // Three rounds 100 s apart, then two bursts 8 s apart, each higher: no schedule.
+        let mut r = Rounds::new();
+        let mut t = 0.0;
+        for (k, len) in [100.0, 100.0, 100.0, 8.0, 8.0].iter().enumerate() {
+            let peak = (20.0 + 2.0 * k as f64) * GIB;
+            let end = t + len;
+            while t < end {
+                let v = if end - t <= len / 2.0 {
+                    peak
+                } else {
+                    10.0 * GIB
+                };
+                r.push(t, v, 600.0);
+                t += 1.0;
+            }
+        }
+        r.push(t, 10.0 * GIB, 600.0);
+        assert!(r.trend(t).is_none(), "{r:?}");
     }
 
     #[test]
