@@ -199,6 +199,29 @@ const ALLOWED: &[Allowance] = &[
     allow("live-kept-logits", None, "bounds", 0.73),
     allow("live-kept-logits-2", None, "high", 83.0),
     allow("live-kept-logits-2", None, "bounds", 0.64),
+    // - Held out and scored once (2026-11-27, the six shapes with new sizes and seeds, recorded
+    //   after the rules above were written; docs/forecast.md has the live pages):
+    //   an evaluation every 23 s whose steps the forecast trusts only from the fifth: critical
+    //   held 21 s ahead (first 35 s; `predict_linear` 66 s);
+    allow("c-eval-kept-3", None, "critical", 21.0),
+    allow("c-eval-kept-3", None, "high", 21.0),
+    allow("c-eval-kept-3", None, "eta", 0.0),
+    allow("c-eval-kept-3", None, "bounds", 0.02),
+    //   three trials leaking together: critical 40 s ahead, none without the client or twice
+    //   as slow (as c-multi-leak);
+    allow("c-multi-leak-3", None, "critical", 40.0),
+    allow("c-multi-leak-3", Some("no client"), "critical", 0.0),
+    allow("c-multi-leak-3", Some("slower ×2"), "slower", 0.0),
+    //   rounds that rise: critical from the fourth peak, 34 s ahead (target met: the anchor
+    //   leads by 5 s), so high no earlier; a job that fails in the round after its third peak
+    //   shows too few rounds for a trend (three rising peaks are what chance gives one time in
+    //   six) and is not held at critical (anchor: 1 s);
+    allow("c-rising-peaks-3", None, "high", 33.0),
+    allow("c-rising-peaks-3", None, "eta", 0.09),
+    allow("c-rising-peaks-3", None, "bounds", 0.11),
+    allow("c-rising-peaks-4", None, "critical", 0.0),
+    //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
+    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 132.0),
 ];
 
 fn allowed(m: &Miss) -> bool {
