@@ -117,7 +117,6 @@ fi
 # their own on free loopback ports and need none of those.
 
 step "the house: code files within 800 code lines, recorded data under data/" bash tests/house.sh
-step "cargo fmt --check" cargo fmt --all -- --check
 
 # The lean server, what the container image ships: built as a user's `cargo build` resolves
 # features (no dev-dependencies), which tests/lean.sh checks later in the same directory. The
@@ -131,6 +130,9 @@ lean_built=0
 step "cargo build --profile $PROFILE --no-default-features: the lean server, for the real-time crashes" \
   build_lean && lean_built=1
 join apt || true
+
+# rustfmt takes seconds of one core: beside the builds, not before the first.
+background fmt "cargo fmt --check" step "cargo fmt --check" cargo fmt --all -- --check
 
 # The Python environment of these is one venv, made by the first: one after the other.
 export GPUMEM_VENV="${GPUMEM_VENV:-$PWD/.venv-test}"
@@ -172,6 +174,7 @@ step "cargo test (unit, golden, corpus with every variant, ...)" \
 step "cargo test --doc" cargo test --profile "$PROFILE" --doc || true
 step "top in a real terminal (tmux)" env BIN="$BIN" bash tests/top_tmux.sh || true
 
+join fmt || true
 join e2e || true
 join tools || true
 join incidents || true
