@@ -3,14 +3,18 @@
 # Rust checks and tests, the Python client's tests, the chart tests, the rule tests and the
 # end-to-end checks with real Prometheus and Alertmanager. Any failure fails the whole run.
 #
-# Rust is built once, in the `ci` profile of Cargo.toml (opt-level 1, debug assertions on);
-# clippy checks in it too, and the lean build shares its dependencies. What needs no build (the
-# Python client, Helm, promtool, the mixin, the container image) runs in the background from the
-# start, and the real-time replay of three crashes from as soon as the exporter is built. Each
+# Rust is built in the `ci` profile of Cargo.toml (opt-level 1, debug assertions on). The lean
+# server (no default features, the container image's) is built first, alone on the cores: the
+# three crashes replayed in real time (about 7 minutes, the longest step) run on it from as
+# soon as it is built, beside everything after. Then the exporter with every test's
+# dependencies, once; clippy checks in the same profile. The Debian packages install in the
+# background beside the first build; what needs no build (the Python client, Helm, promtool,
+# the mixin, the container image) runs in the background once they are in, and the end-to-end
+# run once the full exporter is built: it and the real-time crashes are mostly waiting. Each
 # background job writes to a log of its own, printed whole when it ends; every step's time is
 # printed after it and in a table at the end. A failing step does not stop the others (but for
-# the build, without which none can run): the run goes on, and fails at the end, naming every
-# step that failed.
+# the build of the exporter with the tests' dependencies, without which none can run): the run
+# goes on, and fails at the end, naming every step that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,9 +56,11 @@ background() {
   BG_TITLE[$name]=$title
 }
 
-# join NAME: waits for a background job, prints its log, and fails when it failed.
+# join NAME: waits for a background job, prints its log, and fails when it failed (nothing
+# when it was never started: that is recorded where it was not).
 join() {
   local name=$1 rc=0
+  [ -n "${BG_PID[$name]:-}" ] || return 0
   wait "${BG_PID[$name]}" || rc=$?
   unset "BG_PID[$name]"
   printf '\n==== the background job: %s ====\n' "${BG_TITLE[$name]}"
@@ -101,14 +107,32 @@ install_apt() {
   $SUDO apt-get update -qq &&
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+# The download beside the first build. Whatever else may call apt-get (the background tools
+# below) starts only once this has ended: two at once would fight for dpkg's lock.
 if ((${#need_apt[@]})); then
-  step "installing Debian packages: ${need_apt[*]}" install_apt "${need_apt[@]}"
+  background apt "installing Debian packages: ${need_apt[*]}" \
+    step "installing Debian packages: ${need_apt[*]}" install_apt "${need_apt[@]}"
 fi
 # The Debian prometheus package starts its own daemons on the default ports; the tests start
 # their own on free loopback ports and need none of those.
 
 step "the house: code files within 800 code lines, recorded data under data/" bash tests/house.sh
-step "cargo fmt --check" cargo fmt --all -- --check
+
+# The lean server, what the container image ships: built as a user's `cargo build` resolves
+# features (no dev-dependencies), which tests/lean.sh checks later in the same directory. The
+# real-time crashes replay on a copy of it.
+LEAN_BIN="$WORK/gpumem-exporter-lean"
+build_lean() {
+  cargo build --profile "$PROFILE" --no-default-features &&
+    cp "$CARGO_TARGET_DIR/$PROFILE/gpumem-exporter" "$LEAN_BIN"
+}
+lean_built=0
+step "cargo build --profile $PROFILE --no-default-features: the lean server, for the real-time crashes" \
+  build_lean && lean_built=1
+join apt || true
+
+# rustfmt takes seconds of one core: beside the builds, not before the first.
+background fmt "cargo fmt --check" step "cargo fmt --check" cargo fmt --all -- --check
 
 # The Python environment of these is one venv, made by the first: one after the other.
 export GPUMEM_VENV="${GPUMEM_VENV:-$PWD/.venv-test}"
@@ -123,6 +147,13 @@ tools() {
 }
 background tools "Python client, Helm, promtool, mixin, container image" tools
 
+INCIDENTS="end-to-end: one page per incident, three real crashes replayed in real time (about 7 minutes)"
+if [ "$lean_built" = 1 ]; then
+  background incidents "$INCIDENTS" step "$INCIDENTS" env GPUMEM_BIN="$LEAN_BIN" python3 tests/e2e/run_incidents.py
+else
+  printf '0\tFAILED\t%s (not run: no lean server to run it on)\n' "$INCIDENTS" >>"$STEPS"
+fi
+
 # The exporter as the tests build it: with the features the dev-dependencies add to shared
 # dependencies (`cargo build` alone resolves them without, and every such dependency would be
 # built twice). One small test target brings the dev-dependencies in.
@@ -131,9 +162,8 @@ build_bin() {
     cp "$CARGO_TARGET_DIR/$PROFILE/gpumem-exporter" "$BIN"
 }
 step "cargo build --profile $PROFILE: the exporter, the dependencies of every test" build_bin
-background incidents "end-to-end: one page per incident, three real crashes replayed in real time" \
-  step "end-to-end: one page per incident, three real crashes replayed in real time (about 7 minutes)" \
-  env GPUMEM_BIN="$BIN" python3 tests/e2e/run_incidents.py
+E2E="end-to-end: exporter, Prometheus, Alertmanager"
+background e2e "$E2E" step "$E2E" env GPUMEM_BIN="$BIN" python3 tests/e2e/run_e2e.py
 
 step "cargo clippy --all-targets -- -D warnings" \
   cargo clippy --profile "$PROFILE" --all-targets -- -D warnings || true
@@ -143,7 +173,8 @@ step "cargo test (unit, golden, corpus with every variant, ...)" \
   cargo test --profile "$PROFILE" --all-targets --no-fail-fast || true
 step "cargo test --doc" cargo test --profile "$PROFILE" --doc || true
 step "top in a real terminal (tmux)" env BIN="$BIN" bash tests/top_tmux.sh || true
-step "end-to-end: exporter, Prometheus, Alertmanager" env GPUMEM_BIN="$BIN" python3 tests/e2e/run_e2e.py || true
 
+join fmt || true
+join e2e || true
 join tools || true
 join incidents || true
