@@ -104,12 +104,10 @@ const ALLOWED: &[Allowance] = &[
     // - without the client, curriculum-2 shows its staircase 37 s ahead (the anchor: 39 s), as
     //   curriculum does.
     allow("curriculum-2", Some("no client"), "critical", 35.0),
-    // - twice as slow, cuDNN autotuning beside nine jobs sets records for minutes: high for
-    //   26 s (shortest ETA 98 s) and a leak flag for 152 s; live torch.compile and the
-    //   reinforcement-learning loop show their allocator's floor rising for 23 and 13 s.
-    allow("h-cudnn", Some("slower ×2"), "high_seconds", 30.0),
-    allow("h-cudnn", Some("slower ×2"), "min_eta", 95.0),
-    allow("h-cudnn", Some("slower ×2"), "leak_seconds", 160.0),
+    // - twice as slow, live torch.compile and the reinforcement-learning loop show their
+    //   allocator's floor rising for 23 and 13 s. (cuDNN autotuning beside nine jobs, high
+    //   for 26 s and a leak flag for 152 s twice as slow, no longer is: a floor whose last
+    //   third is flat is no leak.)
     allow("live-h-compile", Some("slower ×2"), "leak_seconds", 25.0),
     // After the forecast took back what its evidence no longer holds (a smooth rise quiet for
     // 15 s, a staircase's step 1.5 gaps late): the KV cache's bounds hold the truth at 78 %
@@ -183,11 +181,11 @@ const ALLOWED: &[Allowance] = &[
     allow("h-ckpt-gather-2", None, "high_seconds", 106.0),
     allow("h-ckpt-gather-2", None, "min_eta", 57.0),
     allow("h-ckpt-gather-2", None, "critical_seconds", 20.0),
-    // - Slow loads and a warm-up twice as slow: the load's last shards (held out: as
-    //   recorded) read as a leak after `analysis.warmup` + `leak_min_span`. No risk alert.
-    allow("h-slow-load", None, "leak_seconds", 296.0),
-    allow("h-slow-load-2", None, "leak_seconds", 295.0),
-    allow("h-warmup-saturate-2", None, "leak_seconds", 52.0),
+    // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
+    //   `leak_min_span`, until the last third of the floor is flat (twice as slow 195 s; held
+    //   out 72 s as recorded, 237 s twice as slow). No risk alert.
+    allow("h-slow-load", None, "leak_seconds", 195.0),
+    allow("h-slow-load-2", None, "leak_seconds", 237.0),
     // - A staircase is extrapolated over at most twice the steps it has shown: leaks in
     //   segments warn up to 9 s later than before (high 81-89 s ahead, target 90), bounds
     //   hold the truth less often (62-76 %).
@@ -221,7 +219,7 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-3", None, "bounds", 0.11),
     allow("c-rising-peaks-4", None, "critical", 0.0),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
-    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 132.0),
+    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 97.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -1,9 +1,13 @@
 //! Leak detection: a floor that keeps rising, significantly, for long enough.
 
 use super::oom::MIN_STEP_BYTES;
+use super::stats::theil_sen_interval;
 use super::trend::{fit, floor_points, steps, Trend};
 use crate::history::Series;
 use crate::model::Time;
+
+/// Floor points the test of a stop looks at, at least (a minute of 5 s floors).
+const RECENT_POINTS: usize = 12;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeakParams {
@@ -60,9 +64,10 @@ pub fn estimate(
     if trend.span < p.min_span {
         return None;
     }
-    // No "still rising now" check here: a real leak's floor is a noisy staircase (a tensor kept
-    // now and then), and over a few windows its recent slope is often flat or negative. A
-    // one-off step is handled by Theil–Sen itself: at most half the pairs straddle a step.
+    // No "recent slope positive" check here: a real leak's floor is a noisy staircase (a tensor
+    // kept now and then), and over a few windows its recent slope is often flat or negative.
+    // Only a stop that is clear takes the flag back (`stopped` below). A one-off step is
+    // handled by Theil–Sen itself: at most half the pairs straddle a step.
     //
     // The test is "the floor rises faster than the threshold, with confidence": the lower
     // confidence bound of the slope must clear the threshold, not merely the slope. A noisy
@@ -73,9 +78,17 @@ pub fn estimate(
     let xy: Vec<(f64, f64)> = points.iter().map(|q| (q.t, q.min)).collect();
     let st = steps(&xy, MIN_STEP_BYTES);
     let level_change = st.count > 0 && st.count <= 3 && st.rise_share >= 0.5;
+    // A floor that rose and then stopped (a load slower than the warm-up, a cache that
+    // filled) is a leak only until the stop is clear: the last third of the floor, fitted on
+    // its own, rules out the threshold (the upper bound of its slope is under it). A leak's
+    // noisy staircase leaves that bound wide, a flat floor does not.
+    let recent = &xy[xy.len() - (xy.len() / 3).max(RECENT_POINTS).min(xy.len())..];
+    let stopped =
+        theil_sen_interval(recent, Some(0.01)).is_some_and(|(_, _, upper)| upper < p.threshold);
     let passes = trend.slope_lower > p.threshold
         && trend.p_value < p.significance
         && !level_change
+        && !stopped
         && super::oom::persistent(&trend, series, from, now, &super::oom::LEAK_PERSISTENCE);
     Some(LeakEstimate { trend, passes })
 }
@@ -164,6 +177,21 @@ mod tests {
         assert!(flagged);
         let slope = e.unwrap().trend.slope;
         assert!((slope - leak).abs() / leak < 0.1, "{slope} vs {leak}");
+    }
+
+    #[test]
+    fn a_floor_that_rose_and_stopped_is_a_leak_only_until_the_stop_is_clear() {
+        // 300 MiB/min for 150 s (a load slower than the warm-up), then flat.
+        let rate = 300.0 * 1048576.0 / 60.0;
+        let floor = |t: f64| 1e9 + rate * t.min(150.0);
+        let (_, rising) = run(floor, 150.0);
+        assert!(rising, "flagged while it rises");
+        let (e, flagged) = run(floor, 260.0);
+        assert!(!flagged, "still flagged 110 s after the rise stopped");
+        assert!(!e.unwrap().passes);
+        // A leak that keeps going stays flagged.
+        let (_, leaking) = run(|t| 1e9 + rate * t, 260.0);
+        assert!(leaking);
     }
 
     proptest::proptest! {
