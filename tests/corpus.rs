@@ -112,7 +112,9 @@ const ALLOWED: &[Allowance] = &[
     // After the forecast took back what its evidence no longer holds (a smooth rise quiet for
     // 15 s, a staircase's step 1.5 gaps late): the KV cache's bounds hold the truth at 78 %
     // (80 % before), and with one expandable segment kept-logits-2's staircase pauses long
-    // enough to lose its ETA for a moment: critical 41.6 s ahead, ETA within 35 % at 45 %.
+    // enough to lose its ETA for a moment: critical 41.6 s ahead, ETA within 35 % at 45 %;
+    // since the cache's largest free block is remembered between its measurements, its
+    // steps are measured from the peak for longer and the ETA is within 35 % at 22 %.
     allow("c-kv-cache-2", None, "bounds", 0.75),
     allow(
         "live-kept-logits-2",
@@ -124,13 +126,13 @@ const ALLOWED: &[Allowance] = &[
         "live-kept-logits-2",
         Some("one expandable segment"),
         "eta",
-        0.40,
+        0.2,
     ),
     allow(
         "live-kept-logits-2",
         Some("one expandable segment"),
         "bounds",
-        0.55,
+        0.2,
     ),
     allow("live-h-rl", Some("slower ×2"), "leak_seconds", 15.0),
     // Issue 37's shapes, recorded on four H100s side by side (data/results/
@@ -174,13 +176,14 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-2", None, "eta", 0.12),
     allow("c-rising-peaks-2", None, "bounds", 0.12),
     // - A checkpoint that gathers part of the model: its first two gathers raise the
-    //   allocator's peak twice and read as a staircase; high for 20 s (held out: 55 s, twice as
-    //   slow 106 s, on a 141 GiB card critical for 20 s). No stale second on the dev run.
+    //   allocator's peak twice and read as a staircase; high for 20 s. Held out, the cache's
+    //   largest free block (measured every few reports) serves the next gather: nothing as
+    //   recorded, high for 25 s twice as slow, 37 s on a 141 GiB card and 55 s beside a
+    //   neighbour of 10 % (the room then holds fewer of its steps). No stale second.
     allow("h-ckpt-gather", None, "high_seconds", 20.0),
     allow("h-ckpt-gather", None, "min_eta", 97.0),
-    allow("h-ckpt-gather-2", None, "high_seconds", 106.0),
-    allow("h-ckpt-gather-2", None, "min_eta", 57.0),
-    allow("h-ckpt-gather-2", None, "critical_seconds", 20.0),
+    allow("h-ckpt-gather-2", None, "high_seconds", 55.0),
+    allow("h-ckpt-gather-2", None, "min_eta", 74.0),
     // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
     //   `leak_min_span`, until the last third of the floor is flat (twice as slow 195 s; held
     //   out 72 s as recorded, 237 s twice as slow). No risk alert.

@@ -81,6 +81,9 @@ pub struct Moment<'a> {
     pub driver_bytes: Option<u64>,
     /// Its allocated bytes as reported, over time.
     pub allocated: &'a Series,
+    /// Its allocator's largest free block as last measured (the client measures it less
+    /// often than it reports), while recent.
+    pub largest_free_block: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -316,10 +319,13 @@ impl Demand {
                 let request = self.request();
                 let level = s.newest().map_or(f64::INFINITY, |b| b.last()) + request;
                 let next = t.stairs.map_or(request, |st| st.step.max(request));
-                let block = m
-                    .allocator
-                    .and_then(|a| a.largest_free_block_bytes)
-                    .unwrap_or(0) as f64;
+                // The block as last measured, no larger than what the cache holds free now.
+                let block = m.allocator.map_or(0.0, |a| {
+                    let free = a.reserved_bytes.saturating_sub(a.allocated_bytes);
+                    a.largest_free_block_bytes
+                        .or(m.largest_free_block)
+                        .map_or(0, |b| b.min(free)) as f64
+                });
                 // A request of unknown size (no step, no segment taken since loading) is
                 // no request the cache is known to serve.
                 self.served_need = (view != "need"
@@ -444,6 +450,8 @@ mod tests {
         demand: Demand,
         allocated: Series,
         last: Option<DeviceStats>,
+        /// The largest free block as last measured (the engine keeps it between reports).
+        block: Option<u64>,
         p: DemandParams,
     }
 
@@ -454,6 +462,7 @@ mod tests {
                 demand: Demand::new(t, history.clone(), history.clone()),
                 allocated: history,
                 last: None,
+                block: None,
                 p: params(),
             }
         }
@@ -478,6 +487,7 @@ mod tests {
                 allocator: self.last.as_ref(),
                 driver_bytes,
                 allocated: &self.allocated,
+                largest_free_block: self.block,
             };
             self.demand.update(t, &m, &self.p);
         }
@@ -574,6 +584,7 @@ mod tests {
             allocator: None,
             driver_bytes: Some((6.0 * GIB) as u64),
             allocated: &none,
+            largest_free_block: None,
         };
         for t in 0..70 {
             d.update(t as f64, &m, &p);
@@ -704,10 +715,12 @@ mod tests {
                     allocated_bytes: (allocated * GIB) as u64,
                     reserved_bytes: (reserved * GIB) as u64,
                     allocated_peak_bytes: Some((allocated * GIB) as u64),
-                    largest_free_block_bytes: Some((3.0 * GIB) as u64),
+                    // Measured every tenth report only, as a client's snapshots are.
+                    largest_free_block_bytes: (t % 10 == 0).then_some((3.0 * GIB) as u64),
                     segments: Some(10 + taken),
                     ..Default::default()
                 };
+                p.block = d.largest_free_block_bytes.or(p.block);
                 p.demand.allocator(t as f64, p.last.as_ref(), &d);
                 p.allocated.push(t as f64, d.allocated_bytes as f64);
                 p.last = Some(d);

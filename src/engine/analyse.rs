@@ -8,6 +8,7 @@ impl Engine {
         let lp = self.leak_params;
         let dp = self.demand_params;
         let ttl = self.cfg.ingest.expire_after.as_secs_f64();
+        let block_ttl = self.cfg.ingest.largest_block_ttl.as_secs_f64();
         for p in self.procs.values_mut() {
             let reporting = p.reporting(now, ttl);
             let key = (lp.half_window(now), reporting);
@@ -45,6 +46,7 @@ impl Engine {
                 allocator: p.alloc.as_ref().filter(|_| reporting),
                 driver_bytes: p.nvml_used.filter(|_| p.listed_now),
                 allocated: &p.alloc_series,
+                largest_free_block: p.largest_free_block(now, block_ttl),
             };
             p.demand.update(now, &moment, &dp);
         }

@@ -183,6 +183,14 @@ impl ProcState {
         now - r <= ttl && !dropped_by_nvml && self.alloc.is_some()
     }
 
+    /// The allocator's largest free block as last reported, while no older than `ttl`: the
+    /// client measures it less often than it reports (a snapshot of the allocator costs more).
+    fn largest_free_block(&self, now: Time, ttl: f64) -> Option<u64> {
+        self.largest_free
+            .filter(|(t, _)| now - t <= ttl)
+            .map(|(_, v)| v)
+    }
+
     fn last_activity(&self) -> Time {
         self.last_listed
             .into_iter()

@@ -20,10 +20,7 @@ impl Engine {
         // Unverified: the process's own numbers only, nothing derived that an alert reads.
         let verified = trust.vouches(p, now);
         let alloc = if reporting { p.alloc.clone() } else { None };
-        let largest = p
-            .largest_free
-            .filter(|(t, _)| now - t <= block_ttl)
-            .map(|(_, v)| v);
+        let largest = p.largest_free_block(now, block_ttl);
         let view = alloc.as_ref().filter(|_| verified).map(|a| AllocatorView {
             allocated: a.allocated_bytes as f64,
             reserved: a.reserved_bytes as f64,
