@@ -236,7 +236,12 @@ const ALLOWED: &[Allowance] = &[
     allow("h200-c-rising-peaks-3", None, "eta", 0.14),
     allow("h200-c-rising-peaks-3", None, "bounds", 0.14),
     allow("h200-c-rising-peaks-4", None, "critical", 0.0),
-    allow("h200-h-slow-load-3", Some("slower ×2"), "leak_seconds", 92.0),
+    allow(
+        "h200-h-slow-load-3",
+        Some("slower ×2"),
+        "leak_seconds",
+        92.0,
+    ),
 ];
 
 fn allowed(m: &Miss) -> bool {

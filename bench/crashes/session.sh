@@ -126,6 +126,21 @@ at() {
   return 0
 }
 # A pause of S seconds between runs (PLAN_ONLY: counted, not slept).
+# side_by_side LANE...: runs each lane (a function of runs one after another) beside the
+# others, and waits for all (PLAN_ONLY: one after another, each lane's schedule from 0 s).
+side_by_side() {
+  local lane slots=()
+  if [ -n "$PLAN_ONLY" ]; then
+    for lane in "$@"; do PLANNED=0; $lane; done
+    return
+  fi
+  for lane in "$@"; do
+    $lane &
+    slots+=($!)
+  done
+  wait "${slots[@]}"
+}
+
 pause() {
   if [ -n "$PLAN_ONLY" ]; then PLANNED=$((PLANNED + $1)); else sleep "$1"; fi
 }
@@ -316,19 +331,7 @@ reearned-x4)
     pause 20
     GPU=3 rec c-multi-leak-2 220 "" bash -c "at=\$((\$(date +%s) + 35)); for k in 0 1; do $W sweep-trial --trial \$k --trials 2 --sync-at \$at --growth-s 110 --seed \$((k + 7)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
   }
-  if [ -n "$PLAN_ONLY" ]; then
-    for lane in lane0 lane1 lane2 lane3; do PLANNED=0; $lane; done
-  else
-    lane0 &
-    slots=($!)
-    lane1 &
-    slots+=($!)
-    lane2 &
-    slots+=($!)
-    lane3 &
-    slots+=($!)
-    wait "${slots[@]}"
-  fi
+  side_by_side lane0 lane1 lane2 lane3
   pause 20
   ;;
 reearned-final)
@@ -355,19 +358,7 @@ reearned-final)
     pause 15
     GPU=3 rec h-ckpt-gather-4 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 45 --fraction 0.62 --gather-fraction 0.1 --seed 17
   }
-  if [ -n "$PLAN_ONLY" ]; then
-    for lane in lane0 lane1 lane2 lane3; do PLANNED=0; $lane; done
-  else
-    lane0 &
-    slots=($!)
-    lane1 &
-    slots+=($!)
-    lane2 &
-    slots+=($!)
-    lane3 &
-    slots+=($!)
-    wait "${slots[@]}"
-  fi
+  side_by_side lane0 lane1 lane2 lane3
   pause 20
   ;;
 reearned-check)

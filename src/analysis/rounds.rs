@@ -248,44 +248,34 @@ mod tests {
 
     #[test]
     fn a_load_is_no_round() {
-        // 40 GiB loaded and kept; then rollouts of 10 to 18 GiB that are given back: never
-        // half of the load, but each a round.
-        let mut r = Rounds::new();
-        for i in 0..20 {
-            r.push(i as f64, 2.0 * GIB * i as f64, 300.0);
-        }
-        r.loaded(20.0, 40.0 * GIB);
-        for k in 0..5 {
-            let peak = 50.0 * GIB + k as f64 * 2.0 * GIB;
-            for i in 0..40 {
-                let t = 21.0 + k as f64 * 40.0 + i as f64;
-                let v = if i < 20 {
-                    40.0 * GIB + (peak - 40.0 * GIB) * i as f64 / 19.0
-                } else {
-                    40.0 * GIB
-                };
-                r.push(t, v, 300.0);
+        // 40 GiB loaded over 20 s and kept; then rollouts of 10 to 18 GiB that are given back:
+        // never half of the load, but each a round.
+        let rounds = |set_aside: bool| {
+            let mut r = Rounds::new();
+            for i in 0..=20 {
+                r.push(i as f64, 2.0 * GIB * i as f64, 300.0);
             }
-        }
+            if set_aside {
+                r.loaded(20.0, 40.0 * GIB);
+            }
+            for k in 0..5 {
+                let peak = 50.0 * GIB + k as f64 * 2.0 * GIB;
+                for i in 0..40 {
+                    let t = 21.0 + k as f64 * 40.0 + i as f64;
+                    let v = if i < 20 {
+                        40.0 * GIB + (peak - 40.0 * GIB) * i as f64 / 19.0
+                    } else {
+                        40.0 * GIB
+                    };
+                    r.push(t, v, 300.0);
+                }
+            }
+            r
+        };
+        let r = rounds(true);
         assert!(r.trend(221.0).is_some(), "{r:?}");
         // Without the load set aside, the first round never ends.
-        let mut r = Rounds::new();
-        for i in 0..=20 {
-            r.push(i as f64, 2.0 * GIB * i as f64, 300.0);
-        }
-        for k in 0..5 {
-            let peak = 50.0 * GIB + k as f64 * 2.0 * GIB;
-            for i in 0..40 {
-                let t = 21.0 + k as f64 * 40.0 + i as f64;
-                let v = if i < 20 {
-                    40.0 * GIB + (peak - 40.0 * GIB) * i as f64 / 19.0
-                } else {
-                    40.0 * GIB
-                };
-                r.push(t, v, 300.0);
-            }
-        }
-        assert!(r.trend(221.0).is_none());
+        assert!(rounds(false).trend(221.0).is_none());
     }
 
     #[test]
