@@ -5,6 +5,7 @@
 //!
 //! cargo run --release --example heap
 //! GPUS=1 PROCS=8 SECONDS=660 cargo run --release --example heap
+//! JITTER_MS=5 cargo run --release --example heap   # samples up to 5 ms late, as live
 //!
 //! Prints the live heap (bytes held at the end of a second, after the scrape is dropped), the
 //! highest live heap seen inside a second, and the allocations per second.
@@ -67,6 +68,7 @@ fn mib(b: u64) -> String {
 
 fn main() {
     let (gpus, procs, seconds) = (env("GPUS", 8), env("PROCS", 64), env("SECONDS", 660));
+    let jitter_ms = env("JITTER_MS", 0) as f64;
     let mut cfg = Config::default();
     cfg.sim.gpus = (0..gpus)
         .map(|_| SimGpuConfig {
@@ -87,7 +89,11 @@ fn main() {
     );
     for i in 0..=seconds {
         PEAK.store(LIVE.load(Relaxed), Relaxed);
-        let obs = src.sample(t0 + i as f64);
+        // A live sampler wakes a little late, by a varying amount: with JITTER_MS, up to that
+        // much (a fixed pseudo-random sequence), so that some analyses land two buckets apart
+        // as they do live.
+        let late = jitter_ms * ((i * 7919) % 1000) as f64 / 1e6;
+        let obs = src.sample(t0 + i as f64 + late);
         engine.observe(&obs);
         drop(obs);
         let snap = engine.current();
