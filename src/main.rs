@@ -9,6 +9,7 @@ use gpumem_exporter::commands;
 use gpumem_exporter::exporter::webconfig;
 
 fn main() -> ExitCode {
+    gpumem_exporter::runtime::heap::one_arena();
     let cli = Cli::parse();
     let cfg = cli.common().and_then(|args| {
         let c = args.effective_config()?;

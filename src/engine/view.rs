@@ -77,6 +77,9 @@ impl Engine {
         match &self.published {
             Some((changes, snap)) if *changes == self.changes => Arc::clone(snap),
             _ => {
+                // The old one goes first (readers that hold it keep it): two whole snapshots
+                // at once would be the heap's high-water mark at every scrape.
+                self.published = None;
                 let snap = Arc::new(self.snapshot());
                 self.published = Some((self.changes, Arc::clone(&snap)));
                 snap

@@ -2,6 +2,7 @@
 //! stepped sampler (the report commands), and the exporter's telemetry about itself. Each
 //! drives its source through `pace::drive` and takes each sample in through `fold`.
 
+pub mod heap;
 pub mod live;
 pub mod stepped;
 pub mod telemetry;
