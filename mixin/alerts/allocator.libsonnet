@@ -22,8 +22,9 @@ local freeCache = '{{ with printf `gpumem_process_reserved_bytes{instance=%q,gpu
             alert: 'GpuMemoryLeakSuspected',
             comments:: {
               expr: |||
-                The exporter's verdict per process (significant, persistent rise of the memory floor);
-                the value is the floor's slope per minute, for the description.
+                The exporter's verdict per process (significant, persistent rise of the memory floor,
+                taken back once the floor has clearly stopped rising); the value is the floor's slope
+                per minute, for the description.
               |||,
               'for': |||
                 The exporter already demands persistence; 5 more minutes keep the alert from
