@@ -82,7 +82,7 @@ pub struct Moment<'a> {
     /// Its allocated bytes as reported, over time.
     pub allocated: &'a Series,
     /// Its allocator's largest free block as last measured (the client measures it less
-    /// often than it reports), while recent.
+    /// often than it reports; a report that carries it is the last measurement), while recent.
     pub largest_free_block: Option<u64>,
 }
 
@@ -322,9 +322,7 @@ impl Demand {
                 // The block as last measured, no larger than what the cache holds free now.
                 let block = m.allocator.map_or(0.0, |a| {
                     let free = a.reserved_bytes.saturating_sub(a.allocated_bytes);
-                    a.largest_free_block_bytes
-                        .or(m.largest_free_block)
-                        .map_or(0, |b| b.min(free)) as f64
+                    m.largest_free_block.map_or(0, |b| b.min(free)) as f64
                 });
                 // A request of unknown size (no step, no segment taken since loading) is
                 // no request the cache is known to serve.
