@@ -19,7 +19,10 @@
 //! memory back are a staircase. So after its start-up (`YOUNG` times `max`), a process loads
 //! again only once it gave back at least half of what its last loading took (a round that
 //! frees what it took); an evaluation that keeps its outputs, a cache that grows by large
-//! blocks, rise after rise with nothing given back, is growth, step by step.
+//! blocks, rise after rise with nothing given back, is growth, step by step. While young too, a
+//! rise the size of the last load (within `REPEAT`), which kept what it took, is that load
+//! again, not a stage: start-up's stages (a context, the weights, the optimizer's state) differ
+//! in size, a schedule's steps do not.
 
 use crate::model::Time;
 use std::collections::VecDeque;
@@ -31,6 +34,8 @@ const SHARE: f64 = 0.25;
 /// Start-up lasts this many loading caps from the process's first point: a context, the
 /// weights and the optimizer's state come in stages with pauses between them.
 const YOUNG: f64 = 2.0;
+/// A rise within this share of the last load's size is that load repeated.
+const REPEAT: f64 = 0.25;
 
 #[derive(Debug, Clone, Default)]
 pub struct Loading {
@@ -90,7 +95,12 @@ impl Loading {
             let took = self.top - self.base;
             let gave_back = took >= min_step && self.low_since <= self.top - 0.5 * took;
             if rise >= min_step && rise > SHARE * low {
-                if !self.capped && (young || gave_back) && self.ended.take().is_some() {
+                // A rise the size of the last load, which kept what it took, is that load
+                // again: a schedule of steps (an evaluation that keeps its outputs), not a
+                // start-up stage, however young the process.
+                let repeat = !gave_back && took >= min_step && (rise - took).abs() <= REPEAT * took;
+                let stage = young && !repeat;
+                if !self.capped && (stage || gave_back) && self.ended.take().is_some() {
                     self.began = Some(since);
                     self.base = low;
                     self.top = bytes;
@@ -201,6 +211,17 @@ mod tests {
             None,
             "a round at 385 s is loading"
         );
+    }
+
+    #[test]
+    fn a_load_repeated_while_young_is_a_step_of_growth() {
+        // Loaded to 20 GiB at once, then from t = 40 an evaluation keeps 8 GiB every 22 s, all
+        // within the first two loading caps: the first step may be a stage of start-up, the
+        // second, the same size with nothing given back, is that load again.
+        let f = |t: f64| 20.0 * GIB + 8.0 * GIB * ((t - 18.0) / 22.0).floor().max(0.0);
+        assert_eq!(run(f, 0.0, 50.0, 60.0), None, "the first step is loading");
+        assert_eq!(run(f, 0.0, 110.0, 60.0), Some(40.0), "the second is growth");
+        // Stages of other sizes stay stages (start_up_in_stages_is_loading).
     }
 
     #[test]
