@@ -180,10 +180,12 @@ const ALLOWED: &[Allowance] = &[
     allow("h-ckpt-gather-2", None, "high_seconds", 55.0),
     allow("h-ckpt-gather-2", None, "min_eta", 74.0),
     // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
-    //   `leak_min_span`, until the last third of the floor is flat (twice as slow 195 s; held
-    //   out 72 s as recorded, 237 s twice as slow). No risk alert.
-    allow("h-slow-load", None, "leak_seconds", 195.0),
-    allow("h-slow-load-2", None, "leak_seconds", 237.0),
+    //   `leak_min_span`, until a minute of the floor (or one and a half of its steps' gaps) is
+    //   flat: twice as slow 185 s, 120 of them while it still rises; held out 77 s as
+    //   recorded (10 while it rises), 217 s twice as slow. No risk alert: the leak alert
+    //   waits 5 minutes.
+    allow("h-slow-load", None, "leak_seconds", 185.0),
+    allow("h-slow-load-2", None, "leak_seconds", 217.0),
     // - A staircase is extrapolated over at most twice the steps it has shown: leaks in
     //   segments warn up to 9 s later than before (high 81-89 s ahead, target 90), bounds
     //   hold the truth less often (62-76 %).
@@ -215,7 +217,7 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-3", None, "bounds", 0.11),
     allow("c-rising-peaks-4", None, "critical", 0.0),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
-    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 97.0),
+    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 102.0),
     // - The same plan again on 4x H200 with the build after the rules above (recordings named
     //   h200-*, scored once): the same shortfalls, the same reasons.
     allow("h200-c-eval-kept-3", None, "high", 67.0),
@@ -232,7 +234,7 @@ const ALLOWED: &[Allowance] = &[
         "h200-h-slow-load-3",
         Some("slower ×2"),
         "leak_seconds",
-        92.0,
+        97.0,
     ),
 ];
 

@@ -79,10 +79,26 @@ pub fn estimate(
     let st = steps(&xy, MIN_STEP_BYTES);
     let level_change = st.count > 0 && st.count <= 3 && st.rise_share >= 0.5;
     // A floor that rose and then stopped (a load slower than the warm-up, a cache that
-    // filled) is a leak only until the stop is clear: the last third of the floor, fitted on
-    // its own, rules out the threshold (the upper bound of its slope is under it). A leak's
-    // noisy staircase leaves that bound wide, a flat floor does not.
-    let recent = &xy[xy.len() - (xy.len() / 3).max(RECENT_POINTS).min(xy.len())..];
+    // filled) is a leak only until the stop is clear: the floor's recent past, fitted on its
+    // own, rules out the threshold (the upper bound of its slope is under it). How far back
+    // is the floor's own rhythm, not the window's length: a leak that adds in steps is judged
+    // over one and a half of its gaps, so a step that is due still counts, and one that
+    // stays away lets the flag go; a rise with no steps to time, over a minute. A share of
+    // the window instead would keep a long load's flag for a third of that window after it
+    // stopped.
+    let rhythm = if st.median_gap.is_finite() {
+        1.5 * st.median_gap
+    } else {
+        0.0
+    };
+    let recent_span = (RECENT_POINTS as f64 * p.floor_window).max(rhythm);
+    let last_t = xy.last().map_or(now, |q| q.0);
+    let from_recent = xy
+        .iter()
+        .position(|q| q.0 >= last_t - recent_span)
+        .unwrap_or(0)
+        .min(xy.len().saturating_sub(RECENT_POINTS));
+    let recent = &xy[from_recent..];
     let stopped =
         theil_sen_interval(recent, Some(0.01)).is_some_and(|(_, _, upper)| upper < p.threshold);
     let passes = trend.slope_lower > p.threshold
@@ -192,6 +208,42 @@ mod tests {
         // A leak that keeps going stays flagged.
         let (_, leaking) = run(|t| 1e9 + rate * t, 260.0);
         assert!(leaking);
+    }
+
+    #[test]
+    fn a_long_rise_that_stops_lets_the_flag_go_within_about_a_minute_and_a_half() {
+        // A load from slow storage rising for 8 minutes: a third of the floor's window is
+        // more than three minutes, which is not how long a stop takes to be clear.
+        let rate = 100.0 * 1048576.0 / 60.0;
+        let floor = |t: f64| 1e9 + rate * t.min(480.0);
+        let (_, rising) = run(floor, 480.0);
+        assert!(rising, "flagged while it rises");
+        let (_, flagged) = run(floor, 575.0);
+        assert!(!flagged, "still flagged 95 s after the rise stopped");
+    }
+
+    #[test]
+    fn a_leak_in_steps_stays_flagged_between_its_steps() {
+        // 150 MiB kept every 80 s: between steps the floor is flat for longer than a minute.
+        let step = 150.0 * 1048576.0;
+        let floor = |t: f64| 1e9 + step * (t / 80.0).floor();
+        let p = params();
+        let mut s = Series::new(1.0, 1800.0);
+        let mut state = LeakState::default();
+        let mut first = None;
+        for i in 0..6000u64 {
+            let t = i as f64 * 0.1;
+            s.push(t, floor(t) + ((i * 7 % 25) as f64 / 25.0) * 2e9);
+            if i % 10 == 9 {
+                let flagged = state.update(estimate(&s, 0.0, t, &p).as_ref(), t, p.persistence);
+                match first {
+                    None if flagged => first = Some(t),
+                    Some(f) => assert!(flagged, "flag dropped at {t} s (up from {f} s)"),
+                    None => {}
+                }
+            }
+        }
+        assert!(first.is_some_and(|f| f < 400.0), "flagged from {first:?}");
     }
 
     proptest::proptest! {
