@@ -36,6 +36,17 @@ const SHARE: f64 = 0.25;
 const YOUNG: f64 = 2.0;
 /// A rise within this share of the last load's size is that load repeated.
 const REPEAT: f64 = 0.25;
+/// Seconds without a rise that end a stage of a loading under way.
+const PAUSE: f64 = STRETCH / 2.0;
+
+/// A stage of the loading under way: rises with less than `PAUSE` between them.
+#[derive(Debug, Clone, Copy)]
+struct Stage {
+    /// The footprint before its first rise, at its highest, and when it last rose.
+    base: f64,
+    top: f64,
+    last_rise: Time,
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct Loading {
@@ -53,6 +64,13 @@ pub struct Loading {
     top: f64,
     /// The lowest footprint since the last loading ended.
     low_since: f64,
+    /// The stage of the loading under way that is rising, and the last that ended, with
+    /// the lowest footprint since it ended.
+    stage: Option<Stage>,
+    last_stage: Option<(Stage, f64)>,
+    /// A young process's step is still rising and may be a stage of start-up or a repeat:
+    /// it is loading until the step stops and tells which.
+    deciding: bool,
 }
 
 impl Loading {
@@ -62,7 +80,7 @@ impl Loading {
 
     /// Since when the process has been done loading, if it is.
     pub fn ended(&self) -> Option<Time> {
-        self.ended
+        self.ended.filter(|_| !self.deciding)
     }
 
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
@@ -74,6 +92,8 @@ impl Loading {
             self.top = bytes;
         }
         self.began.get_or_insert(t);
+        self.stages(t, bytes, min_step);
+        let was_deciding = std::mem::take(&mut self.deciding);
         if self.ended.is_none() {
             self.top = self.top.max(bytes);
         } else {
@@ -94,16 +114,33 @@ impl Loading {
             let young = self.appeared.is_some_and(|a| t - a < YOUNG * max);
             let took = self.top - self.base;
             let gave_back = took >= min_step && self.low_since <= self.top - 0.5 * took;
-            if rise >= min_step && rise > SHARE * low {
+            let rising = self.stage.is_some_and(|s| s.last_rise >= t);
+            // A young process's step left undecided while it rose is judged once it stopped,
+            // though what it took may be given back already (a rollout).
+            let settled = was_deciding && !rising;
+            // Undecided it stays while it rises, however slowly.
+            self.deciding = was_deciding && rising;
+            if settled || (rise >= min_step && rise > SHARE * low) {
                 // A rise the size of the last load, which kept what it took, is that load
                 // again: a schedule of steps (an evaluation that keeps its outputs), not a
                 // start-up stage, however young the process.
-                let repeat = !gave_back && took >= min_step && (rise - took).abs() <= REPEAT * took;
-                let stage = young && !repeat;
+                // Its size is the stage's under way: steps that come less than a stretch apart
+                // fall into one stretch together.
+                let step = self.stage.map_or(rise, |s| s.top - s.base);
+                let repeat = !gave_back && took >= min_step && (step - took).abs() <= REPEAT * took;
+                // A step still rising may yet reach the last load's size: its size is judged
+                // at the first point after it stopped.
+                let undecided = rising && step < (1.0 + REPEAT) * took;
+                let stage = young && !repeat && !undecided;
+                self.deciding = young && !repeat && undecided && !gave_back;
                 if !self.capped && (stage || gave_back) && self.ended.take().is_some() {
                     self.began = Some(since);
-                    self.base = low;
-                    self.top = bytes;
+                    (self.base, self.top) = match self.stage.filter(|_| settled) {
+                        Some(s) => (s.base, s.top.max(bytes)),
+                        None => (low, bytes),
+                    };
+                    self.stage = None;
+                    self.last_stage = None;
                 }
             } else {
                 self.capped = false;
@@ -118,6 +155,70 @@ impl Loading {
             self.ended = Some(began + max);
             self.capped = true;
             self.low_since = bytes;
+        }
+    }
+}
+
+impl Loading {
+    /// Follows the stages of the loading under way. Steps that come less than a stretch
+    /// apart never let it end by a pause; a stage the size of the one before it, which kept
+    /// what that one took, repeats it: loading ended with the stage before the first of the
+    /// two (the weights, say, before evaluations that each keep their outputs), and from
+    /// there on `push` reads the steps as repeats of a load, not stages.
+    fn stages(&mut self, t: Time, bytes: f64, min_step: f64) {
+        if self.ended.is_some() {
+            // Done loading: only the stage under way matters, for its size.
+            match self.recent.back() {
+                Some(&(_, prev)) if bytes - prev >= min_step => self.rise(t, prev, bytes),
+                _ => {}
+            }
+            return;
+        }
+        if let Some((_, low)) = &mut self.last_stage {
+            *low = low.min(bytes);
+        }
+        let Some(&(_, prev)) = self.recent.back() else {
+            return;
+        };
+        if bytes - prev >= min_step {
+            self.rise(t, prev, bytes);
+            return;
+        }
+        let Some(s) = self.stage.filter(|s| t - s.last_rise >= PAUSE) else {
+            return;
+        };
+        self.stage = None;
+        let took = s.top - s.base;
+        if let Some((before, low)) = self.last_stage {
+            let took_before = before.top - before.base;
+            let kept = low > before.top - 0.5 * took_before;
+            if kept && took_before >= min_step && (took - took_before).abs() <= REPEAT * took_before
+            {
+                self.ended = Some(before.last_rise);
+                self.base = before.base;
+                self.top = before.top;
+                self.low_since = low;
+                self.last_stage = None;
+                return;
+            }
+        }
+        self.last_stage = Some((s, bytes));
+    }
+
+    /// The footprint rose by a step from `prev` to `bytes` at `t`.
+    fn rise(&mut self, t: Time, prev: f64, bytes: f64) {
+        match &mut self.stage {
+            Some(s) if t - s.last_rise < PAUSE => {
+                s.top = s.top.max(bytes);
+                s.last_rise = t;
+            }
+            _ => {
+                self.stage = Some(Stage {
+                    base: prev,
+                    top: bytes,
+                    last_rise: t,
+                })
+            }
         }
     }
 }
@@ -222,6 +323,63 @@ mod tests {
         assert_eq!(run(f, 0.0, 50.0, 60.0), None, "the first step is loading");
         assert_eq!(run(f, 0.0, 110.0, 60.0), Some(40.0), "the second is growth");
         // Stages of other sizes stay stages (start_up_in_stages_is_loading).
+    }
+
+    #[test]
+    fn a_stage_repeated_before_loading_could_pause_is_a_step_of_growth() {
+        // The weights, 8 GiB at t = 2, then from t = 20 an evaluation keeps 20 GiB every 18 s:
+        // never a stretch without a large rise. The second evaluation repeats the first, so
+        // loading ended with it; the third is a repeat too, not a stage.
+        let f = |t: f64| {
+            let weights = if t >= 2.0 { 9.0 * GIB } else { GIB };
+            weights + 20.0 * GIB * ((t - 2.0) / 18.0).floor().max(0.0)
+        };
+        assert_eq!(run(f, 0.0, 47.0, 60.0), None, "not before the repeat ended");
+        assert_eq!(run(f, 0.0, 49.0, 60.0), Some(20.0));
+        assert_eq!(run(f, 0.0, 200.0, 60.0), Some(20.0));
+        // Each step taken over two points, a fifth and then the rest: the stretch before a
+        // step reaches back into the one before, so a step is known only once it stopped.
+        let two = |t: f64| {
+            let first_point = t >= 20.0 && (t - 2.0).rem_euclid(18.0) < 1.0;
+            f(t) - if first_point { 16.0 * GIB } else { 0.0 }
+        };
+        assert_eq!(run(two, 0.0, 200.0, 60.0), Some(21.0));
+        // Stages of other sizes (a context, the weights, the optimizer's state) stay one
+        // loading: start_up_in_stages_is_loading.
+    }
+
+    #[test]
+    fn shards_loaded_without_pauses_load_until_the_cap() {
+        // 1 GiB every 5 s from slow storage for two minutes: one stage, however equal its
+        // shards.
+        let f = |t: f64| GIB * (1.0 + (t / 5.0).floor().min(24.0));
+        assert_eq!(run(f, 0.0, 59.0, 60.0), None);
+        assert_eq!(run(f, 0.0, 61.0, 60.0), Some(60.0));
+    }
+
+    #[test]
+    fn a_young_round_that_rises_slowly_is_a_stage_once_it_stopped() {
+        // Loaded to 50 GiB by t = 20, then rounds every 45 s from t = 40: the cache dips 4 GiB for 3 s,
+        // fills at 0.6 GiB/s for 25 s and is dropped. Only while the dip is in the stretch
+        // does a round take a quarter of what the process holds; it is undecided from then
+        // until it stops rising, and then a round taken and freed: loading again.
+        let f = |t: f64| {
+            let r = (t - 40.0).rem_euclid(45.0);
+            GIB * (1.0 + 49.0 * (t / 20.0).min(1.0))
+                + match r {
+                    _ if t < 40.0 => 0.0,
+                    r if r < 3.0 => -4.0 * GIB,
+                    r if r < 28.0 => 0.6 * GIB * (r - 3.0),
+                    _ => 0.0,
+                }
+        };
+        assert!(run(f, 0.0, 50.0, 60.0).is_some());
+        assert_eq!(run(f, 0.0, 62.0, 60.0), None, "undecided while it rises");
+        assert_eq!(run(f, 0.0, 66.0, 60.0), None, "however slowly");
+        assert!(
+            run(f, 0.0, 75.0, 60.0).is_some_and(|e| e >= 60.0),
+            "loaded again after the round"
+        );
     }
 
     #[test]

@@ -154,7 +154,8 @@ pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persist
     // the step is measured on maxima (`Stairs::below` is the tread's top), and a job whose
     // floor swings under its peaks (training between evaluations that keep their outputs)
     // never comes back to the old top's height, kept step or not. Windows would wait a part
-    // of the span after every step.
+    // of the span after every step. Since the step rose whole: a step caught over two
+    // samples stands half risen at its first.
     if let Some(s) = trend.stairs {
         let tread = raw
             .since(s.last - s.gap)
@@ -163,7 +164,7 @@ pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persist
             .reduce(f64::min)
             .map_or(s.below, |m| m.min(s.below));
         return raw
-            .since(s.last)
+            .since(s.reached)
             .map(|b| b.min())
             .reduce(f64::min)
             .is_some_and(|m| m >= tread + 0.5 * s.step);
@@ -704,6 +705,28 @@ mod tests {
             110.0,
             &PERSISTENCE
         ));
+    }
+
+    #[test]
+    fn a_step_caught_over_two_samples_is_kept_once_it_rose_whole() {
+        // An evaluation keeps 20 GiB every 20 s; its last step is sampled a quarter risen
+        // at t = 100, whole from t = 101.
+        let kept = |t: f64| {
+            let whole = 10.0 * GIB + (t / 20.0).floor() * 20.0 * GIB;
+            if t == 100.0 {
+                whole - 15.0 * GIB
+            } else {
+                whole
+            }
+        };
+        let t = trend(kept, 110.0).unwrap();
+        let s = t.stairs.expect("a staircase");
+        assert_eq!((s.last, s.reached), (100.0, 101.0));
+        let mut series = Series::new(1.0, 300.0);
+        for i in 0..=110 {
+            series.push(i as f64, kept(i as f64));
+        }
+        assert!(persistent(&t, &series, 0.0, 110.0, &PERSISTENCE));
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl Rounds {
                 next_in: (last_t + gap - now).max(0.0),
                 last: last_t,
                 below: pts[pts.len() - 2].1,
+                reached: last_t,
                 count: pts.len() - 1,
             }),
             quiet: now - last_t,

@@ -124,6 +124,9 @@ pub struct Stairs {
     /// When the last step came, and the level it rose from.
     pub last: Time,
     pub below: f64,
+    /// When the last step had risen whole: a step caught over several samples is partly
+    /// risen at `last`.
+    pub reached: Time,
     /// Steps seen: how far the schedule may be extrapolated (`oom::eta`).
     pub count: usize,
 }
@@ -172,8 +175,9 @@ pub struct Steps {
     /// The largest upward jump: its share of the whole rise and the index just after it.
     pub largest_share: f64,
     pub after_largest: usize,
-    /// Time of the last upward jump.
+    /// Time of the last upward jump, and of the point where it had risen whole.
     pub last_t: f64,
+    pub last_reached: f64,
     /// Median size of the upward jumps.
     pub median_step: f64,
     /// The level the last upward jump rose from.
@@ -224,6 +228,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         rise_share: if rise > 0.0 { jumped / rise } else { 0.0 },
         median_gap: median(&mut gaps).unwrap_or(f64::INFINITY),
         last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
+        last_reached: jumps.last().map_or(f64::NEG_INFINITY, |j| points[j.0].0),
         median_step: median(&mut sizes).unwrap_or(0.0),
         below_last: jumps.last().map_or(f64::NAN, |j| j.3),
     }
@@ -319,6 +324,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
             next_in: (st.last_t + st.median_gap - last_t).max(0.0),
             last: st.last_t,
             below: st.below_last,
+            reached: st.last_reached,
             count: st.count,
         }),
     })
