@@ -93,14 +93,12 @@ impl Fine {
             Fine::Span(r) => r.newest(),
         }
     }
-    /// The new bucket's number if `v` started one, and the bucket it evicted.
-    fn push(&mut self, number: i64, v: f32) -> (bool, Option<(i64, Span)>) {
-        let newer = self.newest().is_none_or(|(n, _)| number > n);
-        let evicted = match self {
-            Fine::One(r) => r.push(number, v).map(|(n, v)| (n, v.span())),
-            Fine::Span(r) => r.push(number, v),
-        };
-        (newer, evicted)
+    /// Folds `v` into bucket `number`; the buckets that made room go to `evicted`.
+    fn push(&mut self, number: i64, v: f32, mut evicted: impl FnMut(i64, Span)) {
+        match self {
+            Fine::One(r) => r.push(number, v, |n, v| evicted(n, v.span())),
+            Fine::Span(r) => r.push(number, v, evicted),
+        }
     }
     fn iter_from(&self, from: i64) -> FineIter<'_> {
         match self {
@@ -126,27 +124,46 @@ impl Fine {
 /// Coarse buckets over the whole window. Where the fine buckets reach, a coarse bucket is
 /// the span of the fine ones inside it and is not stored; only the buckets older than the
 /// fine ones are (`past`), as the fine buckets leave. The series reads exactly as if it kept
-/// both tiers in full.
+/// both tiers in full: the coarse buckets numbered less than `capacity` before that of the
+/// newest fine bucket.
 #[derive(Debug, Clone)]
 struct Coarse {
     resolution: f64,
     /// Coarse buckets of the whole window (what a full coarse tier would hold).
     capacity: usize,
     past: Ring<Span>,
-    /// Distinct coarse buckets the fine buckets fall in.
-    groups: usize,
 }
 
 impl Coarse {
-    /// Coarse buckets in all, the fine buckets' first one in `front`.
-    fn stored(&self, front: Option<i64>) -> usize {
-        let shared = front.is_some() && self.past.newest().map(|p| p.0) == front;
-        self.past.len() + self.groups - usize::from(shared)
-    }
-
     /// The coarse bucket that fine bucket `n` falls in.
     fn group(&self, n: i64, fine_resolution: f64) -> i64 {
         (n as f64 * fine_resolution / self.resolution).floor() as i64
+    }
+
+    /// The oldest coarse bucket a full coarse tier keeps while its newest is `newest`.
+    fn reach(&self, newest: i64) -> i64 {
+        newest - self.capacity as i64 + 1
+    }
+
+    /// Stores fine bucket `n` as it leaves the fine tier.
+    fn absorb(&mut self, n: i64, span: Span, fine_resolution: f64) {
+        let g = self.group(n, fine_resolution);
+        match self.past.newest() {
+            Some((p, _)) if p == g => {
+                if let Some(b) = self.past.newest_mut() {
+                    b.merge(span);
+                }
+            }
+            _ => self.past.push_new(g, span, |_, _| {}),
+        }
+    }
+
+    /// Drops the stored buckets a full coarse tier whose newest is `newest` no longer keeps.
+    fn trim(&mut self, newest: i64) {
+        let reach = self.reach(newest);
+        while self.past.first_number().is_some_and(|f| f < reach) {
+            self.past.pop_front();
+        }
     }
 }
 
@@ -198,7 +215,6 @@ impl Series {
                 resolution: coarse_resolution,
                 capacity,
                 past: Ring::new(capacity.saturating_sub(spanned) + 1),
-                groups: 0,
             }),
             ..Series::new(resolution, fine_window)
         }
@@ -227,36 +243,16 @@ impl Series {
             self.last_t = t;
         }
         let number = (t / self.resolution).floor() as i64;
-        let previous = self.fine.newest().map(|b| b.0);
-        let (new, evicted) = self.fine.push(number, v32);
         let res = self.resolution;
         let Some(c) = &mut self.coarse else {
+            self.fine.push(number, v32, |_, _| {});
             return;
         };
-        if new && previous.is_none_or(|p| c.group(p, res) != c.group(number, res)) {
-            c.groups += 1;
-        }
-        if let Some((n, span)) = evicted {
-            let g = c.group(n, res);
-            if self
-                .fine
-                .first_number()
-                .is_none_or(|f| c.group(f, res) != g)
-            {
-                c.groups -= 1;
-            }
-            match c.past.newest() {
-                Some((p, _)) if p == g => {
-                    if let Some(b) = c.past.newest_mut() {
-                        b.merge(span);
-                    }
-                }
-                _ => {
-                    c.past.push_new(g, span);
-                }
-            }
-            let front = self.fine.first_number().map(|f| c.group(f, res));
-            while c.stored(front) > c.capacity && c.past.pop_front().is_some() {}
+        let newer = self.fine.newest().is_none_or(|(n, _)| number > n);
+        self.fine
+            .push(number, v32, |n, span| c.absorb(n, span, res));
+        if newer {
+            c.trim(c.group(number, res));
         }
     }
 
@@ -323,7 +319,6 @@ impl Series {
         self.last_t = f64::NEG_INFINITY;
         if let Some(c) = &mut self.coarse {
             c.past.clear();
-            c.groups = 0;
         }
     }
 
@@ -342,15 +337,19 @@ impl Series {
     }
 
     /// The coarse buckets, oldest first: those stored, then the fine ones gathered, the
-    /// oldest left out where there are more than a full coarse tier would hold.
+    /// oldest left out where the fine ones reach further back than a full coarse tier.
     fn coarse_buckets<'a>(&'a self, c: &'a Coarse) -> impl Iterator<Item = Bucket> + 'a {
         let res = self.resolution;
+        let reach = self
+            .fine
+            .newest()
+            .map_or(i64::MIN, |(n, _)| c.reach(c.group(n, res)));
         let mut fine = self
             .fine
             .iter_from(i64::MIN)
             .map(move |(n, s)| (c.group(n, res), s))
+            .skip_while(move |b| b.0 < reach)
             .peekable();
-        let total = c.stored(fine.peek().map(|b| b.0));
         let mut past = c.past.iter().peekable();
         std::iter::from_fn(move || {
             let (g, mut span) = match past.next() {
@@ -368,7 +367,6 @@ impl Series {
             }
             Some(Bucket::of(g, c.resolution, span, span.max))
         })
-        .skip(total.saturating_sub(c.capacity))
     }
 
     #[cfg(test)]
@@ -622,8 +620,9 @@ mod tests {
         assert_eq!(s.last(), Some((t0 + 999.0 * 0.1, 999.0)));
     }
 
-    /// Buckets (start, min, max) of one tier as a series kept them when it stored both tiers
-    /// in full: the newest `capacity` buckets, late samples folded into the newest.
+    /// Buckets (start, min, max) of one tier as a series would keep them if it stored both
+    /// tiers in full: those numbered less than `capacity` before the newest, late samples
+    /// folded into the newest.
     fn full_tier(samples: &[(f64, f64)], resolution: f64, capacity: usize) -> Vec<(f64, f32, f32)> {
         let mut out: VecDeque<(i64, f32, f32)> = VecDeque::new();
         for &(t, v) in samples {
@@ -634,7 +633,7 @@ mod tests {
                     b.2 = b.2.max(v);
                 }
                 _ => {
-                    if out.len() == capacity {
+                    while out.front().is_some_and(|f| n - f.0 >= capacity as i64) {
                         out.pop_front();
                     }
                     out.push_back((n, v, v));
@@ -726,6 +725,33 @@ mod tests {
         }
         assert_eq!(s.since(0.0).count(), 300);
         assert_eq!(s.newest().unwrap().last(), value(1199) as f32 as f64);
+    }
+
+    #[test]
+    fn skipped_buckets_cost_no_memory_past_the_window() {
+        // An analysis a second whose samples come a few milliseconds late now and then: about
+        // one bucket in three is skipped, the next sample landing two buckets after the last.
+        let mut s = Series::tiered(1.0, 300.0, 5.0, 600.0).one_value_a_bucket();
+        let mut t = 1_763_700_000.999;
+        for i in 0..2000 {
+            t += 1.0 + if i % 3 == 0 { 0.002 } else { -0.001 };
+            s.push(t, 1e9 + i as f64);
+        }
+        let newest = s.newest().unwrap().t;
+        let fine = s.since(f64::NEG_INFINITY).next().unwrap().t;
+        assert!(fine > newest - 300.0, "fine from {fine}, newest {newest}");
+        let coarse = s.tier_for(5.0, 0.0).first_time().unwrap();
+        assert!(
+            coarse > newest - 600.0,
+            "coarse from {coarse}, newest {newest}"
+        );
+        // No more than the 300 slots of a full fine tier, markers included, and the 61
+        // coarse buckets past it.
+        assert!(
+            s.heap_bytes() <= 300 * 4 + 61 * 8 + 2 * 64,
+            "{}",
+            s.heap_bytes()
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! The storage under a series: buckets of one width, the newest `capacity` of them, each as
-//! small as what is read from it allows.
+//! The storage under a series: buckets of one width over the last `capacity` bucket numbers,
+//! each as small as what is read from it allows.
 //!
 //! A bucket's start is not stored with it: buckets follow each other, and where samples
 //! skipped buckets (an analysis a second lands now and then two seconds after the last) a
-//! marker of the same size holds how many. Real values are finite, markers are NaN.
+//! marker of the same size holds how many. Real values are finite, markers are NaN. The
+//! capacity bounds the numbers a ring covers, skipped ones included, so buckets and markers
+//! together never take more than `capacity` slots and never reach further back than the
+//! window.
 
 use std::collections::{vec_deque, VecDeque};
 
@@ -90,10 +93,13 @@ impl Payload for Span {
     }
 }
 
-/// Buckets of one width: at most `capacity`, the oldest dropped first.
+/// Buckets of one width numbered at most `capacity - 1` before the newest, the oldest dropped
+/// first.
 #[derive(Debug, Clone)]
 pub(super) struct Ring<P> {
-    /// Buckets and markers, oldest first; the first and the last are buckets.
+    /// Buckets and markers, oldest first; the first and the last are buckets. Never more than
+    /// `capacity`: `newest - first < capacity`, and a marker stands for one skipped number or
+    /// more.
     values: VecDeque<P>,
     /// Number of the oldest and of the newest bucket.
     first: i64,
@@ -132,25 +138,25 @@ impl<P: Payload> Ring<P> {
     }
 
     /// Folds `v` into bucket `number`: into the newest bucket when `number` is not newer (late
-    /// samples do not rewrite the past), else into a new one. Returns the bucket that made
-    /// room for it.
-    pub fn push(&mut self, number: i64, v: f32) -> Option<(i64, P)> {
+    /// samples do not rewrite the past), else into a new one. The buckets that leave to make
+    /// room for it go to `evicted`, oldest first.
+    pub fn push(&mut self, number: i64, v: f32, evicted: impl FnMut(i64, P)) {
         match self.values.back_mut() {
-            Some(b) if number <= self.newest => {
-                b.fold(v);
-                None
-            }
-            _ => self.push_new(number, P::first(v)),
+            Some(b) if number <= self.newest => b.fold(v),
+            _ => self.push_new(number, P::first(v), evicted),
         }
     }
 
-    /// Appends bucket `number`, newer than every bucket held.
-    pub fn push_new(&mut self, number: i64, p: P) -> Option<(i64, P)> {
-        let evicted = if self.buckets == self.capacity {
-            self.pop_front()
-        } else {
-            None
-        };
+    /// Appends bucket `number`, newer than every bucket held, after the buckets numbered
+    /// `capacity` or more before it have gone to `evicted`, oldest first (with the markers
+    /// after them).
+    pub fn push_new(&mut self, number: i64, p: P, mut evicted: impl FnMut(i64, P)) {
+        let reach = number - self.capacity as i64;
+        while self.buckets > 0 && self.first <= reach {
+            if let Some((n, b)) = self.pop_front() {
+                evicted(n, b);
+            }
+        }
         if self.buckets == 0 {
             self.first = number;
         } else {
@@ -165,20 +171,16 @@ impl<P: Payload> Ring<P> {
         self.append(p);
         self.buckets += 1;
         self.newest = number;
-        evicted
     }
 
     fn append(&mut self, p: P) {
         let n = self.values.len();
         if n == self.values.capacity() {
-            // Grow geometrically, but to the capacity exactly where nothing was skipped: a
-            // full ring of consecutive buckets holds exactly `capacity` of them.
-            let want = if n < self.capacity {
-                (n * 2).max(16).min(self.capacity)
-            } else {
-                n + (n / 4).max(8)
-            };
-            self.values.reserve_exact(want - n);
+            // Grow geometrically up to the capacity, never past it: the numbers held, buckets
+            // and markers, span less than `capacity`, so a full ring of consecutive buckets
+            // holds exactly `capacity` of them and one with gaps fewer slots.
+            let want = (n * 2).max(16).min(self.capacity);
+            self.values.reserve_exact(want.saturating_sub(n).max(1));
         }
         self.values.push_back(p);
     }
@@ -281,15 +283,24 @@ impl<P: Payload> Iterator for Iter<'_, P> {
 mod tests {
     use super::*;
 
+    fn push<P: Payload>(r: &mut Ring<P>, n: i64, v: f32) -> Vec<i64> {
+        let mut out = Vec::new();
+        r.push(n, v, |n, _| out.push(n));
+        out
+    }
+
     #[test]
     fn numbers_survive_gaps_and_eviction() {
-        let mut r: Ring<f32> = Ring::new(4);
+        let mut r: Ring<f32> = Ring::new(8);
         for n in [10, 11, 15, 16, 17] {
-            r.push(n, n as f32);
+            assert!(push(&mut r, n, n as f32).is_empty());
         }
         let got: Vec<_> = r.iter().collect();
-        assert_eq!(got, [(11, 11.0), (15, 15.0), (16, 16.0), (17, 17.0)]);
-        assert_eq!(r.first_number(), Some(11));
+        assert_eq!(
+            got,
+            [(10, 10.0), (11, 11.0), (15, 15.0), (16, 16.0), (17, 17.0)]
+        );
+        assert_eq!(r.first_number(), Some(10));
         let from: Vec<_> = r.iter_from(12).map(|b| b.0).collect();
         assert_eq!(
             from,
@@ -298,34 +309,79 @@ mod tests {
         );
         assert_eq!(r.iter_from(16).map(|b| b.0).collect::<Vec<_>>(), [16, 17]);
         assert_eq!(r.iter_from(18).count(), 0);
-        // The marker of 12..=14 goes with the bucket before it.
-        r.push(18, 18.0);
-        assert_eq!((r.markers, r.values.len()), (0, 4));
-        assert_eq!(r.iter().map(|b| b.0).collect::<Vec<_>>(), [15, 16, 17, 18]);
+        // 18 pushes 10 out; the marker of 12..=14 goes with 11, the bucket before it.
+        assert_eq!(push(&mut r, 18, 18.0), [10]);
+        assert_eq!((r.markers, r.values.len()), (1, 6));
+        assert_eq!(push(&mut r, 19, 19.0), [11]);
+        assert_eq!((r.markers, r.values.len()), (0, 5));
+        assert_eq!(r.first_number(), Some(15));
+        assert_eq!(
+            r.iter().map(|b| b.0).collect::<Vec<_>>(),
+            [15, 16, 17, 18, 19]
+        );
         // Every other bucket skipped: a marker of 4 bytes each, and reads from the back.
         let mut r: Ring<f32> = Ring::new(300);
         for n in 0..1000 {
-            r.push(2 * n, n as f32);
+            push(&mut r, 2 * n, n as f32);
         }
-        assert_eq!((r.len(), r.markers), (300, 299));
-        assert_eq!(r.first_number(), Some(1400));
+        assert_eq!((r.len(), r.markers), (150, 149));
+        assert_eq!(r.first_number(), Some(1700));
         assert_eq!(r.iter_from(1997).next(), Some((1998, 999.0)));
-        assert_eq!(r.iter_from(1401).next(), Some((1402, 701.0)));
-        assert_eq!(r.iter().count(), 300);
-        assert!(r.heap_bytes() <= 2 * 300 * 4 + 600, "{}", r.heap_bytes());
+        assert_eq!(r.iter_from(1701).next(), Some((1702, 851.0)));
+        assert_eq!(r.iter().count(), 150);
+        assert!(r.heap_bytes() <= 300 * 4, "{}", r.heap_bytes());
+    }
+
+    #[test]
+    fn a_ring_with_gaps_keeps_its_window_in_its_capacity() {
+        // Buckets one or two numbers apart, as an analysis a second with a little jitter
+        // pushes them, and now and then a longer gap.
+        let mut x = 7u64;
+        let mut r: Ring<Span> = Ring::new(300);
+        let mut n = 1_763_700_000i64;
+        let mut left = Vec::new();
+        for i in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            n += match (x >> 33) % 100 {
+                0 => 50,
+                1 => 400,
+                k if k < 40 => 2,
+                _ => 1,
+            };
+            let before: Vec<_> = r.iter().map(|b| b.0).collect();
+            let gone = push(&mut r, n, i as f32);
+            assert!(r.values.len() <= 300, "{} slots at {i}", r.values.len());
+            assert!(r.heap_bytes() <= 300 * 8, "{} bytes at {i}", r.heap_bytes());
+            let held: Vec<_> = r.iter().map(|b| b.0).collect();
+            assert!(held[0] > n - 300, "{} held at {n}", held[0]);
+            // What left is exactly the buckets out of reach, oldest first.
+            let want: Vec<_> = before.iter().copied().filter(|&b| b <= n - 300).collect();
+            assert_eq!(gone, want, "at {i}");
+            assert_eq!(held.len() + gone.len(), before.len() + 1, "at {i}");
+            assert_eq!(r.len(), held.len());
+            left.extend(gone);
+        }
+        assert!(left.windows(2).all(|w| w[0] < w[1]), "evicted oldest first");
+        // A gap longer than the window leaves only the new bucket.
+        let newest = r.newest().unwrap().0;
+        push(&mut r, newest + 1000, 1.0);
+        assert_eq!(r.iter().map(|b| b.0).collect::<Vec<_>>(), [newest + 1000]);
+        assert_eq!((r.len(), r.markers, r.values.len()), (1, 0, 1));
     }
 
     #[test]
     fn a_one_value_bucket_keeps_the_higher_of_two() {
         let mut r: Ring<f32> = Ring::new(4);
-        r.push(3, 5.0);
-        r.push(2, 7.0);
-        r.push(3, 6.0);
+        push(&mut r, 3, 5.0);
+        push(&mut r, 2, 7.0);
+        push(&mut r, 3, 6.0);
         assert_eq!(r.iter().collect::<Vec<_>>(), [(3, 7.0)]);
         let mut s: Ring<Span> = Ring::new(4);
-        s.push(3, 5.0);
-        s.push(3, 7.0);
-        s.push(3, 2.0);
+        push(&mut s, 3, 5.0);
+        push(&mut s, 3, 7.0);
+        push(&mut s, 3, 2.0);
         assert_eq!(s.newest(), Some((3, Span { min: 2.0, max: 7.0 })));
     }
 
@@ -335,7 +391,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Span>(), 8);
         let mut r: Ring<f32> = Ring::new(300);
         for n in 0..1000 {
-            r.push(n, 1.0);
+            push(&mut r, n, 1.0);
         }
         assert_eq!(r.len(), 300);
         assert_eq!(r.values.capacity(), 300, "never grown past the capacity");
