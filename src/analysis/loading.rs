@@ -127,7 +127,7 @@ impl Loading {
                 // Its size is the stage's under way: steps that come less than a stretch apart
                 // fall into one stretch together.
                 let step = self.stage.map_or(rise, |s| s.top - s.base);
-                let repeat = !gave_back && took >= min_step && (step - took).abs() <= REPEAT * took;
+                let repeat = !gave_back && repeats(step, took, min_step);
                 // A step still rising may yet reach the last load's size: its size is judged
                 // at the first point after it stopped.
                 let undecided = rising && step < (1.0 + REPEAT) * took;
@@ -157,9 +157,7 @@ impl Loading {
             self.low_since = bytes;
         }
     }
-}
 
-impl Loading {
     /// Follows the stages of the loading under way. Steps that come less than a stretch
     /// apart never let it end by a pause; a stage the size of the one before it, which kept
     /// what that one took, repeats it: loading ended with the stage before the first of the
@@ -192,8 +190,7 @@ impl Loading {
         if let Some((before, low)) = self.last_stage {
             let took_before = before.top - before.base;
             let kept = low > before.top - 0.5 * took_before;
-            if kept && took_before >= min_step && (took - took_before).abs() <= REPEAT * took_before
-            {
+            if kept && repeats(took, took_before, min_step) {
                 self.ended = Some(before.last_rise);
                 self.base = before.base;
                 self.top = before.top;
@@ -221,6 +218,12 @@ impl Loading {
             }
         }
     }
+}
+
+/// A rise of `step` is a load of `took` again: its size within `REPEAT` of a load that took a
+/// segment at least.
+fn repeats(step: f64, took: f64, min_step: f64) -> bool {
+    took >= min_step && (step - took).abs() <= REPEAT * took
 }
 
 #[cfg(test)]
