@@ -515,8 +515,8 @@ pub struct Evidence {
     rising_since: Option<f64>,
 }
 
-/// How long an alert may outlive the last rise of a smooth growth: the forecast's own wait
-/// (`oom::RISE_WAIT`) and the level's hold (`oom::RISK_HOLD`).
+/// How long an alert may outlive the last rise of a smooth growth: the 30 s, over the
+/// forecast's own wait (`oom::RISE_WAIT`, 15 s); no level is held after its ETA is gone.
 pub const LINGER: f64 = 30.0;
 /// A rising that lasts longer than this is a load or warm-up that may warn while it rises.
 pub const LONG_RISE: f64 = 60.0;
@@ -533,13 +533,13 @@ impl Evidence {
     }
 
     /// An alert at `t` stands on evidence older than the rule allows: no rise within `LINGER`,
-    /// or, for a staircase, within one and a half of its last gap and the hold.
+    /// or, for a staircase, within one and a half of its last gap.
     pub fn stale(&self, t: f64) -> bool {
         let Some(last) = self.last else {
             return true;
         };
         let gap = self.before.map_or(0.0, |b| last - b);
-        t - last > LINGER.max(1.5 * gap + 15.0)
+        t - last > LINGER.max(1.5 * gap)
     }
 
     /// A warning at `t` on a healthy run is allowed: a rising that has lasted longer than

@@ -66,8 +66,10 @@ const ALLOWED: &[Allowance] = &[
     allow("c-batch-warmup-2", Some("no client"), "bounds", 0.0),
     // Without the client the sequence-length curriculum shows NVML steps only as the cache
     // grows; its allocator frees cache under pressure after the last one, and the staircase
-    // is seen from its third step, 36 s before the crash (the anchor: 39 s).
-    allow("curriculum", Some("no client"), "critical", 30.0),
+    // is seen from its third step, 36 s before the crash (the anchor: 39 s). Its next step
+    // comes 1.5 gaps late: the forecast is taken back 9 s before the crash and nothing holds
+    // it (the level's 15 s hold did, until 2026-11-27). Critical from 27 s to 9 s before.
+    allow("curriculum", Some("no client"), "critical", 0.0),
     // kept-views keeps a view every 10 steps: a staircase of 786 MiB segments whose steps come
     // 40 to 90 s apart as the allocator's cache absorbs them unevenly. The level of the ETA is
     // right (critical 83 s ahead, high 119 s, bounds hold the truth at 86 %), its point not:
@@ -102,8 +104,8 @@ const ALLOWED: &[Allowance] = &[
     //   has lasted `analysis.eta_min_span` (20 s) after loading, which leaves at most 40 s.
     allow("live-c-expandable", None, "critical", 27.0),
     // - without the client, curriculum-2 shows its staircase 37 s ahead (the anchor: 39 s), as
-    //   curriculum does.
-    allow("curriculum-2", Some("no client"), "critical", 35.0),
+    //   curriculum does, and loses it before the crash as curriculum does.
+    allow("curriculum-2", Some("no client"), "critical", 0.0),
     // - twice as slow, live torch.compile and the reinforcement-learning loop show their
     //   allocator's floor rising for 23 and 13 s. (cuDNN autotuning beside nine jobs, high
     //   for 26 s and a leak flag for 152 s twice as slow, no longer is: a floor whose last
@@ -135,6 +137,9 @@ const ALLOWED: &[Allowance] = &[
         0.2,
     ),
     allow("live-h-rl", Some("slower ×2"), "leak_seconds", 15.0),
+    // The leak's persistence windows start at the fit's start (2026-11-27, see
+    // `oom::persistent`): twice as slow, h-rl's floor reads as a leak for 5 s.
+    allow("h-rl", Some("slower ×2"), "leak_seconds", 5.0),
     // Issue 37's shapes, recorded on four H100s side by side (data/results/
     // h100x4-2026-11-26-reearned): what the forecast still misses, measured, not understood
     // or not fixed yet; docs/forecast.md has the numbers beside the anchor and the live pages.
@@ -168,16 +173,18 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks", None, "bounds", 0.5),
     allow("c-rising-peaks", Some("slower ×2"), "early", 374.0),
     allow("c-rising-peaks-2", None, "high", 33.0),
-    allow("c-rising-peaks-2", None, "eta", 0.12),
-    allow("c-rising-peaks-2", None, "bounds", 0.12),
+    allow("c-rising-peaks-2", None, "eta", 0.11),
+    allow("c-rising-peaks-2", None, "bounds", 0.11),
     // - A checkpoint that gathers part of the model: its first two gathers raise the
     //   allocator's peak twice and read as a staircase; high for 20 s. Held out, the cache's
     //   largest free block (measured every few reports) serves the next gather: nothing as
     //   recorded, high for 25 s twice as slow, 37 s on a 141 GiB card and 55 s beside a
     //   neighbour of 10 % (the room then holds fewer of its steps). No stale second.
-    allow("h-ckpt-gather", None, "high_seconds", 20.0),
+    //   Since no level is held after its ETA is gone (2026-11-27): 6 s, and held out 11 s
+    //   twice as slow, 23 s on a 141 GiB card, 41 s beside a neighbour.
+    allow("h-ckpt-gather", None, "high_seconds", 6.0),
     allow("h-ckpt-gather", None, "min_eta", 97.0),
-    allow("h-ckpt-gather-2", None, "high_seconds", 55.0),
+    allow("h-ckpt-gather-2", None, "high_seconds", 41.0),
     allow("h-ckpt-gather-2", None, "min_eta", 74.0),
     // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
     //   `leak_min_span`, until a minute of the floor (or one and a half of its steps' gaps) is
@@ -200,7 +207,12 @@ const ALLOWED: &[Allowance] = &[
     // - Held out and scored once (2026-11-27, the six shapes with new sizes and seeds, recorded
     //   after the rules above were written; docs/forecast.md has the live pages):
     //   an evaluation every 23 s: critical 61 s ahead (58 without the client), high from 88-89 s;
-    allow("c-eval-kept-3", None, "high", 88.0),
+    //   since no level is held after its ETA is gone (2026-11-27) critical and high from 50 s:
+    //   its peak view reads one evaluation's step, caught by the high-water mark in five
+    //   parts, as a staircase of 1.5 GB steps 5.5 s apart, the steepest view, which may be
+    //   extrapolated over twice its five steps only, short of the room: no ETA for 3 s at a
+    //   time between two evaluations, which the 15 s hold used to bridge;
+    allow("c-eval-kept-3", None, "high", 50.0),
     allow("c-eval-kept-3", None, "eta", 0.05),
     allow("c-eval-kept-3", None, "bounds", 0.45),
     //   three trials leaking together: critical 40 s ahead, none without the client or twice
@@ -213,7 +225,9 @@ const ALLOWED: &[Allowance] = &[
     //   shows too few rounds for a trend (three rising peaks are what chance gives one time in
     //   six) and is not held at critical (anchor: 1 s);
     allow("c-rising-peaks-3", None, "high", 33.0),
-    allow("c-rising-peaks-3", None, "eta", 0.09),
+    //   without the level's hold its ETA is there only while a round's evidence is: within
+    //   35 % at 6-7 % of the seconds (critical held 34 s ahead, as before);
+    allow("c-rising-peaks-3", None, "eta", 0.06),
     allow("c-rising-peaks-3", None, "bounds", 0.11),
     allow("c-rising-peaks-4", None, "critical", 0.0),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).

@@ -9,13 +9,14 @@
 //! and the page names them all. Several processes of one job (or several jobs) that run one GPU
 //! out of memory together are one incident, and one page.
 //!
-//! The level the forecast assesses holds `RISK_HOLD` after its cause goes (`oom::hold`); here a
-//! critical level also holds across a staircase's gaps (a batch that grows by stages), but only
-//! while a process of the incident still expects to grow soon (its own risk is high or above):
-//! once their own risk falls, so does the GPU's critical. When a process of the incident exits
-//! (an OOM, the end of its job, a kill) every hold ends at once, and the level is what the
-//! forecast says of the processes still there; when all of them are gone, so is the incident,
-//! and the next growth is a new one.
+//! The level is what the forecast assesses from this analysis's evidence (`oom::assess`, whose
+//! band on the ETA keeps a forecast hovering at a threshold from flapping, never a time); here
+//! a critical level also holds across a staircase's gaps (a batch that grows by stages), but
+//! only while a process of the incident still expects to grow soon (its own risk is high or
+//! above): once their own risk falls, so does the GPU's critical. When a process of the
+//! incident exits (an OOM, the end of its job, a kill) that hold ends at once, and the level is
+//! what the forecast says of the processes still there; when all of them are gone, so is the
+//! incident, and the next growth is a new one.
 //!
 //! Each out-of-memory event is scored against what the GPU showed when it came (paged:
 //! critical; warned: high; missed), and each critical episode against what followed it (an
@@ -23,7 +24,7 @@
 
 use serde::Serialize;
 
-use super::oom::{self, Held, RiskLevel, RiskReason, MIN_STEP_BYTES};
+use super::oom::{Risk, RiskLevel, RiskReason, MIN_STEP_BYTES};
 
 /// Who drives a GPU's risk: a process by pid, or `None` for memory no listed process accounts
 /// for.
@@ -31,9 +32,9 @@ pub type Driver = Option<u32>;
 
 /// How long a critical level holds across a staircase's gap at most: two minutes after the
 /// forecast last said critical, and only while a process of the incident still expects to grow
-/// soon (its own risk is high or above). A healthy job's own risk falls within its `RISK_HOLD`
-/// once its expected growth does not come, and the GPU's critical falls with it; the crash, the
-/// end of the job or a kill ends the hold at once.
+/// soon (its own risk is high or above). A healthy job's own risk falls as soon as its expected
+/// growth is late (a staircase's step 1.5 gaps after the last), and the GPU's critical falls
+/// with it; the crash, the end of the job or a kill ends the hold at once.
 pub const STAIR_HOLD: f64 = 120.0;
 
 /// An OOM still counts for a critical (or high) stretch that ended at most this long before
@@ -160,8 +161,7 @@ pub struct Contender {
     pub eta: Option<f64>,
     /// Bytes it holds.
     pub held: f64,
-    /// Its own risk level as the forecast assesses it now (with `oom::hold`'s anti-flap, never
-    /// an incident's hold): high or above while it expects to fail soon. Low for memory no
+    /// Its own risk level as the forecast assesses it now (never an incident's hold): high or above while it expects to fail soon. Low for memory no
     /// process accounts for.
     pub risk: RiskLevel,
 }
@@ -285,8 +285,8 @@ impl ProcessOoms {
 /// What the tracker publishes for a GPU after a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Published {
-    /// The level that pages and warns, with its reason, and until when the forecast holds it.
-    pub risk: Held,
+    /// The level that pages and warns, with its reason.
+    pub risk: Risk,
     /// The driver of its incident, while it is high or above.
     pub driver: Option<Driver>,
 }
@@ -353,8 +353,8 @@ struct Ended {
 /// One GPU's incidents: the open one, its critical episodes and high stretches, its score.
 #[derive(Debug, Clone, Default)]
 pub struct Tracker {
-    /// The forecast's level with its own hold, before the incident's part.
-    forecast: Option<Held>,
+    /// The forecast's own level at the last analysis, before the incident's part.
+    forecast: Option<Risk>,
     incident: Option<Incident>,
     /// Incidents opened so far: the number of the last one.
     opened: u64,
@@ -375,6 +375,12 @@ impl Tracker {
     /// The open incident, while the published level is high or above.
     pub fn incident(&self) -> Option<&Incident> {
         self.incident.as_ref()
+    }
+
+    /// The level the forecast itself (not the incident) stood at after the last analysis: the
+    /// band `oom::assess` keeps it in.
+    pub fn standing(&self) -> Option<Risk> {
+        self.forecast
     }
 
     /// The driver of the open incident.
@@ -403,9 +409,8 @@ impl Tracker {
                 self.incident = None;
             }
         }
-        let held = oom::hold(self.forecast.filter(|_| !gone), now, assessed);
-        self.forecast = Some(held);
-        let mut risk = held;
+        let mut risk = Risk::from(assessed);
+        self.forecast = Some(risk);
         // A staircase between two steps: the page holds while a process of its incident still
         // expects its next step soon, never after their own risk has fallen (nor as one of them
         // goes: what the others expect now is the forecast's to say).
@@ -455,7 +460,7 @@ impl Tracker {
     }
 
     /// Open and close the critical episodes and high stretches the published level makes.
-    fn follow(&mut self, now: f64, risk: Held, assessed_critical: bool) {
+    fn follow(&mut self, now: f64, risk: Risk, assessed_critical: bool) {
         let incident = self.incident.as_ref().map_or(0, |i| i.number);
         match &mut self.critical {
             Some(e) if risk.level == RiskLevel::Critical && e.incident == incident => {
@@ -624,23 +629,20 @@ mod tests {
     }
 
     #[test]
-    fn the_page_ends_when_its_driver_exits_not_a_hold_later() {
+    fn the_page_ends_with_its_forecast_or_its_driver_not_a_hold_later() {
         let mut tr = Tracker::default();
         let p = run(&mut tr, 0, 30, Critical, &[grower(7, 1e8), NOBODY]);
         assert_eq!(p[29].risk.level, Critical);
         assert_eq!(p[29].driver, Some(Some(7)));
         // The process crashed: its memory is free, the forecast says low at once.
         let after = tr.step(30.0, at(Low), &[NOBODY]);
-        assert_eq!(
-            after.risk.level, Low,
-            "no 15 s hold for a driver that is gone"
-        );
+        assert_eq!(after.risk.level, Low, "no hold for a driver that is gone");
         assert_eq!(after.driver, None);
-        // Without the exit (the same process, its forecast gone) the level holds 15 s.
+        // The same process lives on, its forecast taken back: low at once too.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 30, Critical, &[grower(7, 1e8), NOBODY]);
         let still = tr.step(30.0, at(Low), &[flat(7), NOBODY]);
-        assert_eq!(still.risk.level, Critical);
+        assert_eq!(still.risk.level, Low, "no hold for a forecast taken back");
     }
 
     #[test]
@@ -695,12 +697,11 @@ mod tests {
     #[test]
     fn a_healthy_jobs_critical_is_never_held_after_its_own_risk_fell() {
         // Critical for 20 s, then the forecast is taken back: the GPU's own forecast and the
-        // process's fall together, and only the forecast's anti-flap holds the level.
+        // process's fall together, and the level with them, at the first analysis.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 20, Critical, &[grower(7, 1e8), NOBODY]);
         let after = run(&mut tr, 20, 200, Low, &[between(7, Low), NOBODY]);
-        let last = after.iter().rposition(|p| p.risk.level >= High).unwrap();
-        assert_eq!(20 + last as u32, 19 + oom::RISK_HOLD as u32 - 1);
+        assert!(after.iter().all(|p| p.risk.level == Low));
         // Its own risk falls later than the GPU's forecast: critical holds until it does and
         // not a second longer, however long the job lives on.
         let mut tr = Tracker::default();
@@ -713,9 +714,7 @@ mod tests {
         let mut tr = Tracker::default();
         run(&mut tr, 0, 20, Critical, &[grower(7, 1e8), NOBODY]);
         let after = run(&mut tr, 20, 60, High, &[between(7, Medium), NOBODY]);
-        assert!(after[oom::RISK_HOLD as usize..]
-            .iter()
-            .all(|p| p.risk.level == High));
+        assert!(after.iter().all(|p| p.risk.level == High));
     }
 
     #[test]
@@ -834,8 +833,8 @@ mod tests {
             "an event each"
         );
         assert_eq!(s.episodes, [1, 0], "one page");
-        // One of two fails and its memory comes back: the page ends at once, though the other's
-        // own level still holds for its anti-flap.
+        // One of two fails and its memory comes back: the page ends at once; what the other's
+        // own forecast says now is the level.
         let mut tr = Tracker::default();
         run(
             &mut tr,

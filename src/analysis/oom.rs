@@ -110,10 +110,12 @@ pub const STEP_WAIT: f64 = 1.5;
 
 /// The evidence of growth is current: the demand rose on the schedule the trend expects (the
 /// next step of a staircase within `STEP_WAIT` of its usual gap, a smooth rise within
-/// `RISE_WAIT`). A prediction whose growth did not come is taken back, not counted down.
+/// `RISE_WAIT`). A prediction whose growth did not come is taken back, not counted down. Steps
+/// closer together than a smooth rise's pace (the cache of a fragmenting job regrown a segment
+/// every 3 s) are a smooth rise at the rate it is sampled: no staircase waits less than one.
 pub fn current(t: &Trend) -> bool {
     match t.stairs {
-        Some(s) => t.quiet <= STEP_WAIT * s.gap,
+        Some(s) => t.quiet <= (STEP_WAIT * s.gap).max(RISE_WAIT),
         None => t.quiet <= RISE_WAIT,
     }
 }
@@ -156,6 +158,10 @@ pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persist
     // never comes back to the old top's height, kept step or not. Windows would wait a part
     // of the span after every step. Since the step rose whole: a step caught over two
     // samples stands half risen at its first.
+    // A staircase of at least two steps to each window is a rise at the windows' scale, and
+    // its last step, small beside the swing of a cache flushed and regrown near the limit
+    // (frag: steps of 0.5 GB every 3 s under swings of several), may sink under half a step
+    // for a few seconds while the rise goes on: it persists as a rise does, too.
     if let Some(s) = trend.stairs {
         let tread = raw
             .since(s.last - s.gap)
@@ -163,14 +169,17 @@ pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persist
             .map(|b| b.min())
             .reduce(f64::min)
             .map_or(s.below, |m| m.min(s.below));
-        return raw
+        let kept = raw
             .since(s.reached)
             .map(|b| b.min())
             .reduce(f64::min)
             .is_some_and(|m| m >= tread + 0.5 * s.step);
+        if kept || (s.count as f64) < 2.0 * p.parts {
+            return kept;
+        }
     }
     let window = (trend.span / p.parts).clamp(5.0, p.widest);
-    let floor = super::trend::floor_points(raw, from, to, window);
+    let floor = super::trend::floor_points_since(raw, from, to, window);
     super::trend::fit(&floor)
         .is_some_and(|f| f.p_value < p.significance && f.slope >= 0.5 * trend.slope)
 }
@@ -324,10 +333,18 @@ pub struct RiskInputs {
     pub used_fraction: Option<f64>,
     /// Allocator retries within the last minute.
     pub recent_retries: u64,
+    /// The memory rose by a segment or more since the last analysis: growth under way at this
+    /// very analysis (a step caught over two samples is half risen at the first).
+    pub growing_now: bool,
 }
 
 /// The risk level (low, medium, high, critical), with the reason that set it.
-pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
+/// `standing`: what this assessment was at the last analysis. An ETA within `ETA_BAND` of the
+/// threshold of a level at or under it keeps that level, and so does memory that rises at
+/// this analysis: the trend is read again once the rise under way has settled (a step caught
+/// half risen is no step yet), and the moment memory stops moving only an ETA keeps a level.
+pub fn assess(i: &RiskInputs, p: &RiskParams, standing: Option<Risk>) -> (RiskLevel, RiskReason) {
+    let standing_level = standing.map_or(RiskLevel::Low, |s| s.level);
     let mut best = (RiskLevel::Low, RiskReason::None);
     let mut raise = |level: RiskLevel, reason: RiskReason| {
         if level > best.0 {
@@ -335,11 +352,19 @@ pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
         }
     };
     if let Some(eta) = i.eta {
-        if eta <= p.critical_eta {
+        let within = |level: RiskLevel, threshold: f64| {
+            eta <= threshold
+                * if standing_level >= level {
+                    ETA_BAND
+                } else {
+                    1.0
+                }
+        };
+        if within(RiskLevel::Critical, p.critical_eta) {
             raise(RiskLevel::Critical, RiskReason::Eta);
-        } else if eta <= p.high_eta {
+        } else if within(RiskLevel::High, p.high_eta) {
             raise(RiskLevel::High, RiskReason::Eta);
-        } else if eta <= p.medium_eta {
+        } else if within(RiskLevel::Medium, p.medium_eta) {
             raise(RiskLevel::Medium, RiskReason::Eta);
         }
     }
@@ -364,6 +389,9 @@ pub fn assess(i: &RiskInputs, p: &RiskParams) -> (RiskLevel, RiskReason) {
         };
         raise(level, RiskReason::AllocRetries);
     }
+    if let Some(s) = standing.filter(|_| i.growing_now) {
+        raise(s.level, s.reason);
+    }
     best
 }
 
@@ -376,31 +404,25 @@ pub fn tight(level: RiskLevel, retries: u64, peak_used_fraction: f64, p: &RiskPa
     level < RiskLevel::High && (retries > 0 || peak_used_fraction >= p.high_used)
 }
 
-/// A risk level with the reason that set it, held until `until`.
+/// A risk level with the reason that set it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Held {
+pub struct Risk {
     pub level: RiskLevel,
     pub reason: RiskReason,
-    pub until: f64,
 }
 
-/// Seconds a level holds after its cause goes. One usual scrape interval: every level the
-/// exporter reaches is seen by a scrape, and a forecast hovering at a threshold does not flap
-/// between levels (each drop would restart an alert's `for`).
-pub const RISK_HOLD: f64 = 15.0;
-
-/// Rises take effect at once; a drop only once the higher level has not been assessed for
-/// `RISK_HOLD` seconds.
-pub fn hold(prev: Option<Held>, now: f64, assessed: (RiskLevel, RiskReason)) -> Held {
-    match prev {
-        Some(p) if assessed.0 < p.level && now < p.until && now >= p.until - RISK_HOLD => p,
-        _ => Held {
-            level: assessed.0,
-            reason: assessed.1,
-            until: now + RISK_HOLD,
-        },
+impl From<(RiskLevel, RiskReason)> for Risk {
+    fn from((level, reason): (RiskLevel, RiskReason)) -> Self {
+        Risk { level, reason }
     }
 }
+
+/// How far past the threshold of the level it stands at an ETA may be before that level falls:
+/// a quarter. The ETA is recomputed from the evidence every second and hovers at a threshold
+/// (59, 61, 58 s); without a band each crossing would end the page and the next open another.
+/// A band on the ETA, not a time: a level stands only on an ETA of this analysis, and falls
+/// the moment the evidence that made the ETA is gone.
+pub const ETA_BAND: f64 = 1.25;
 
 /// What to do about it, in a sentence an operator can act on.
 pub fn recommendation(
@@ -637,6 +659,29 @@ mod tests {
     }
 
     #[test]
+    fn a_steady_rise_persists_at_every_second_not_every_other() {
+        // 0.66 GB/s from a load that ended at 60 s: the windows are a quarter of the span,
+        // which changes every second; on a fixed grid a span of 25 s left three windows (both
+        // ends under half covered) and the rise failed the test for a second.
+        let line = |t: f64| 20.0 * GIB + (t - 60.0).max(0.0) * 0.66e9;
+        let mut raw = Series::new(1.0, 600.0);
+        for i in 60..=140 {
+            let now = i as f64;
+            raw.push(now, line(now));
+            if now < 80.0 {
+                continue;
+            }
+            let pts: Vec<(f64, f64)> = (60..=i).map(|s| (s as f64, line(s as f64))).collect();
+            let t = fit_demand(&pts, MIN_STEP_BYTES).unwrap();
+            assert!(
+                persistent(&t, &raw, 60.0, now, &PERSISTENCE),
+                "at {now} s, span {}",
+                t.span
+            );
+        }
+    }
+
+    #[test]
     fn a_staircase_persists_while_its_last_step_is_kept() {
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * GIB;
         let t = trend(stair, 110.0).unwrap();
@@ -809,9 +854,42 @@ mod tests {
     }
 
     #[test]
+    fn a_level_stands_on_an_eta_within_its_band_and_falls_when_the_eta_is_gone() {
+        let p = RiskParams::from_config(&crate::config::RiskConfig::default());
+        let eta = |s: f64| RiskInputs {
+            eta: Some(s),
+            rising: true,
+            ..Default::default()
+        };
+        let level = |i: RiskInputs, standing: RiskLevel| {
+            let standing = Risk {
+                level: standing,
+                reason: RiskReason::Eta,
+            };
+            assess(&i, &p, Some(standing)).0
+        };
+        let past = p.critical_eta * 1.1;
+        // Reached from below, a threshold is the threshold; once critical, an ETA hovering a
+        // little past it keeps the page, one far past it or none at all does not.
+        assert_eq!(level(eta(past), RiskLevel::Low), RiskLevel::High);
+        assert_eq!(level(eta(past), RiskLevel::Critical), RiskLevel::Critical);
+        let beyond = p.critical_eta * (ETA_BAND + 0.05);
+        assert_eq!(level(eta(beyond), RiskLevel::Critical), RiskLevel::High);
+        assert_eq!(
+            level(RiskInputs::default(), RiskLevel::Critical),
+            RiskLevel::Low
+        );
+        // The same band under high.
+        let past_high = p.high_eta * 1.1;
+        assert_eq!(level(eta(past_high), RiskLevel::Medium), RiskLevel::Medium);
+        assert_eq!(level(eta(past_high), RiskLevel::High), RiskLevel::High);
+        assert_eq!(level(eta(past_high), RiskLevel::Critical), RiskLevel::High);
+    }
+
+    #[test]
     fn risk_levels() {
         let p = RiskParams::from_config(&crate::config::RiskConfig::default());
-        let a = |i: RiskInputs| assess(&i, &p);
+        let a = |i: RiskInputs| assess(&i, &p, None);
         assert_eq!(a(RiskInputs::default()), (RiskLevel::Low, RiskReason::None));
         assert_eq!(
             a(RiskInputs {

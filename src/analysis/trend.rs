@@ -22,6 +22,25 @@ pub struct FloorPoint {
 /// replayed. A window counts only when at least half of its buckets hold data: a window that
 /// has barely begun has not yet seen its trough.
 pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<FloorPoint> {
+    floor_points_on(series, from, to, window, 0.0)
+}
+
+/// `floor_points` on windows that start at `from`, for a window that is a share of the span
+/// from `from` to `to` and changes with it: on a fixed grid such windows would fall
+/// differently every second, and a span of four of them would leave three points at one
+/// second and five at the next (both ends under half covered), a test of them passing and
+/// failing in turn on a steady rise.
+pub fn floor_points_since(series: &Series, from: Time, to: Time, window: f64) -> Vec<FloorPoint> {
+    floor_points_on(series, from, to, window, from)
+}
+
+fn floor_points_on(
+    series: &Series,
+    from: Time,
+    to: Time,
+    window: f64,
+    origin: Time,
+) -> Vec<FloorPoint> {
     let tier = series.tier_for(window, from);
     let res = tier.resolution();
     let needed = ((window / res) * 0.5).ceil().max(1.0) as usize;
@@ -31,7 +50,7 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
     // (window index, min, max, buckets, seconds the newest bucket has been filling)
     let mut current: Option<(i64, f64, f64, usize, f64)> = None;
     let flush = |c: (i64, f64, f64, usize, f64), out: &mut Vec<FloorPoint>| {
-        let start = c.0 as f64 * window;
+        let start = origin + c.0 as f64 * window;
         // Buckets still filling count for the time they have seen, so a window that has barely
         // begun, whose trough may be yet to come, is left out.
         let covered = (c.3 as f64 - 1.0) * res + c.4;
@@ -47,7 +66,7 @@ pub fn floor_points(series: &Series, from: Time, to: Time, window: f64) -> Vec<F
         if b.t > to {
             break;
         }
-        let key = (b.t / window).floor() as i64;
+        let key = ((b.t - origin) / window).floor() as i64;
         let seen = if Some(b.t) == newest {
             newest_seen
         } else {

@@ -132,20 +132,24 @@ impl Engine {
                 ..Default::default()
             };
             retries += own.recent_retries;
-            p.risk = Some(oom::hold(p.risk, now, oom::assess(&own, &self.risk_params)));
+            p.risk = Some(oom::assess(&own, &self.risk_params, p.risk).into());
         }
         let trend = parts
             .iter()
             .filter_map(|p| p.trend)
             .max_by(|a, b| a.slope.total_cmp(&b.slope));
+        let before = self.gpus[gi].used_at_analysis.replace(m.used);
         let assessed = oom::assess(
             &RiskInputs {
                 eta: first.map(|e| e.seconds),
                 rising: first.is_some(),
                 used_fraction: (m.total > 0).then(|| 1.0 - m.free as f64 / m.total as f64),
                 recent_retries: retries,
+                growing_now: before
+                    .is_some_and(|b| m.used as f64 >= b as f64 + oom::MIN_STEP_BYTES),
             },
             &self.risk_params,
+            self.gpus[gi].incidents.tracker.standing(),
         );
 
         // Without per-process data the device's own floor is all there is.

@@ -210,7 +210,7 @@ impl Engine {
         assessed: (RiskLevel, oom::RiskReason),
         keys: &[ProcKey],
         parts: &[DemandPart],
-    ) -> oom::Held {
+    ) -> oom::Risk {
         let contenders: Vec<Contender> = parts
             .iter()
             .enumerate()

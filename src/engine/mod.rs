@@ -82,10 +82,12 @@ struct GpuState {
     leak: Option<LeakEstimate>,
     leak_key: Option<i64>,
     analysis: GpuAnalysis,
-    risk: Option<oom::Held>,
+    risk: Option<oom::Risk>,
     /// NVML's used bytes less those of the processes it listed, from the latest reading whose
     /// process list was read.
     unattributed: Option<u64>,
+    /// Its used bytes at the last analysis.
+    used_at_analysis: Option<u64>,
     /// Its OOM events, the driver of its risk, the forecast's score (`incidents`).
     incidents: incidents::GpuIncidents,
 }
@@ -139,7 +141,7 @@ struct ProcState {
     demand: Demand,
     /// Its own forecast.
     eta: Option<oom::Eta>,
-    risk: Option<oom::Held>,
+    risk: Option<oom::Risk>,
 }
 
 impl ProcState {
@@ -374,6 +376,7 @@ impl Engine {
                         analysis: GpuAnalysis::default(),
                         risk: None,
                         unattributed: None,
+                        used_at_analysis: None,
                         incidents: Default::default(),
                     });
                     self.gpus.len() - 1

@@ -538,8 +538,8 @@ fn allocator_retries_without_growth_are_medium_and_tight_for_a_minute() {
         e.observe(&with_retries(i as f64, if i < 30 { 4 } else { 6 }));
         let gpu = &e.snapshot().gpus[0];
         // Nothing grows: medium (tight headroom, a ticket) for the minute the retries count,
-        // then held for RISK_HOLD seconds.
-        let expect = if (30..90 + oom::RISK_HOLD as i32).contains(&i) {
+        // and not a second longer.
+        let expect = if (30..90).contains(&i) {
             (RiskLevel::Medium, RiskReason::AllocRetries)
         } else {
             (RiskLevel::Low, RiskReason::None)
