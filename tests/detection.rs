@@ -93,9 +93,10 @@ fn detection_targets_hold_on_real_traces() {
         // at most twice the steps it has shown (`oom::STAIRS_EXTRAPOLATION`, which took the
         // checkpoint gather's and two slowed-down healthy runs' stale alerts back), its ETA is
         // there for fewer of the early seconds: 45 % within 25 % (69 % before; 55 % at three
-        // times). Held there so that a further regression fails.
+        // times). Since no level or ETA outlives its evidence (2026-11-27), 42 %. Held there
+        // so that a further regression fails.
         let need = if s.trace == "d2-leak.jsonl" {
-            0.44
+            0.41
         } else {
             need
         };

@@ -44,9 +44,10 @@ local withDriver(level) = |||
               The exporter's critical level: its forecast of the first allocation that fails is
               under `analysis.risk.critical_eta` (60 s by default). An OOM that happened is not a
               level: it is GpuMemoryOomOccurred. The exporter only forecasts from credible trends
-              after a process's warm-up and holds each level 15 s, so every level it reaches is seen
-              by a scrape. It holds critical across a staircase's gaps only while a process of the
-              incident still expects its next step (its own risk is high), and lets go at once when
+              after a process's warm-up, keeps a level while its ETA stays within a quarter past the
+              threshold, and holds no level after its evidence is gone. It holds critical across a
+              staircase's gaps only while a process of the incident still expects its next step
+              (its own risk is high), and lets go at once when
               the incident's processes exit (a crash, the end of the job, a kill): so no
               `keep_firing_for` here, and the page resolves at the first evaluation after. Joined
               with gpumem_oom_risk_driver_info, the alert is labelled with the incident's driver for
