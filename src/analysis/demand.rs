@@ -24,15 +24,19 @@ const OVERHEAD_WINDOW: f64 = 10.0;
 /// fit's cost grows with the square of its points).
 const FIT_POINTS: usize = 120;
 
-/// `points` in about `n` groups of neighbours, each its last time and its highest value
-/// (demand is a high-water mark). Groups are `k` of the points' spacing wide on a grid of
-/// fixed times, the newest one ending at the newest point: groups counted back from the newest
-/// point would fall differently at every new point, and a staircase read from them would
-/// change its steps every other second (c-eval-kept: steps of 7.8 and 1.4 GB by turns, and an
-/// ETA there and gone by turns).
+/// `points` in at most `n` groups of neighbours, each its last time and its highest value
+/// (demand is a high-water mark). Groups lie on a grid of fixed times, the newest one ending at
+/// the newest point: groups counted back from the newest point would fall differently at every
+/// new point, and a staircase read from them would change its steps every other second
+/// (c-eval-kept: steps of 7.8 and 1.4 GB by turns, and an ETA there and gone by turns). The
+/// grid's width is the finest spacing times a power of two, wide enough for `n` groups over
+/// the span: it changes only when the span doubles, and points of a coarser tier (5 s apart
+/// beside 1 s) are not counted as if they were as close as the finest.
 fn coarsened(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
-    let k = points.len().div_ceil(n.max(1)).max(1);
-    if k == 1 {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return Vec::new();
+    };
+    if points.len() <= n.max(1) {
         return points.to_vec();
     }
     let spacing = points
@@ -40,7 +44,12 @@ fn coarsened(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
         .map(|w| w[1].0 - w[0].0)
         .filter(|d| *d > 0.0)
         .fold(f64::INFINITY, f64::min);
-    let width = k as f64 * spacing;
+    // One more group than the span holds: the grid's ends cut the first and last groups.
+    let needed = (last.0 - first.0) / (n.max(2) - 1) as f64;
+    let mut width = spacing;
+    while width < needed {
+        width *= 2.0;
+    }
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(n + 2);
     let mut group = None;
     for &(t, v) in points {
@@ -467,6 +476,16 @@ mod tests {
             // Every group but the newest is the same a second later.
             assert_eq!(a[..a.len() - 1], b[..a.len() - 1], "at {now}");
         }
+        // Ten minutes: 5 s buckets, then the last two minutes in 1 s ones. The fit's cost
+        // grows with the square of its points: they stay within the bound.
+        let tiers: Vec<(f64, f64)> = (0..96)
+            .map(|i| i as f64 * 5.0)
+            .chain((480..=600).map(|i| i as f64))
+            .map(|t| (t, stair(t)))
+            .collect();
+        let c = coarsened(&tiers, FIT_POINTS);
+        assert!(c.len() <= FIT_POINTS + 1, "{} points", c.len());
+        assert_eq!(c.last().unwrap().0, 600.0);
     }
 
     fn params() -> DemandParams {
