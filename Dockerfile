@@ -21,7 +21,7 @@ COPY . .
 # build (no default features): the exporter in a cluster draws no charts and has no terminal
 # UI; those stay in the full build for the command-line workflows. Relative relocations packed
 # (RELR, glibc 2.36 as in the runtime image below): the loader no longer reads half a megabyte
-# of relocation records at start, 0.3 MiB less resident (bench/RESULTS.md).
+# of relocation records at start, 0.2-0.3 MiB less resident (bench/RESULTS.md).
 ENV RUSTFLAGS="-C link-arg=-Wl,-z,pack-relative-relocs"
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

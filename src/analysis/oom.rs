@@ -682,6 +682,48 @@ mod tests {
     }
 
     #[test]
+    fn steps_closer_than_a_smooth_rises_pace_wait_as_long_as_one() {
+        // 0.5 GiB every 3 s until 90 s, then nothing: 1.5 gaps is 4.5 s, a smooth rise's wait
+        // 15 s. Ten seconds after the last step it is still current, twenty not.
+        let stair = |t: f64| 10.0 * GIB + (t.min(90.0) / 3.0).floor() * 0.5 * GIB;
+        let at = |now: f64| trend(stair, now).unwrap();
+        assert!(
+            at(100.0).stairs.is_some_and(|s| s.gap == 3.0),
+            "{:?}",
+            at(100.0)
+        );
+        assert!(current(&at(100.0)));
+        assert!(!current(&at(110.0)));
+    }
+
+    #[test]
+    fn a_staircase_of_many_steps_persists_as_a_rise_when_its_last_step_sinks() {
+        // Steps of 0.5 GiB every 3 s; after the last one, at 60 s, the floor sinks to just
+        // above the tread before it (a cache flushed and regrown), the rise under it goes on.
+        let step = |t: f64, every: f64| 10.0 * GIB + (t / every).floor() * 0.5 * GIB;
+        let series = |every: f64| {
+            let mut s = Series::new(1.0, 300.0);
+            for i in 0..=62 {
+                let t = i as f64;
+                let v = if t > 60.0 {
+                    step(59.0, every) + 0.1 * GIB
+                } else {
+                    step(t, every)
+                };
+                s.push(t, v);
+            }
+            s
+        };
+        let many = trend(|t| step(t.min(60.0), 3.0), 62.0).unwrap();
+        assert!(many.stairs.is_some_and(|s| s.count >= 8), "{many:?}");
+        assert!(persistent(&many, &series(3.0), 0.0, 62.0, &PERSISTENCE));
+        // Two steps 30 s apart are judged by their last one alone: not kept, not persistent.
+        let two = trend(|t| step(t.min(60.0), 30.0), 62.0).unwrap();
+        assert!(two.stairs.is_some_and(|s| s.count == 2), "{two:?}");
+        assert!(!persistent(&two, &series(30.0), 0.0, 62.0, &PERSISTENCE));
+    }
+
+    #[test]
     fn a_staircase_persists_while_its_last_step_is_kept() {
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * GIB;
         let t = trend(stair, 110.0).unwrap();
@@ -884,6 +926,28 @@ mod tests {
         assert_eq!(level(eta(past_high), RiskLevel::Medium), RiskLevel::Medium);
         assert_eq!(level(eta(past_high), RiskLevel::High), RiskLevel::High);
         assert_eq!(level(eta(past_high), RiskLevel::Critical), RiskLevel::High);
+    }
+
+    #[test]
+    fn memory_rising_now_keeps_the_level_reached_and_nothing_else_does() {
+        let p = RiskParams::from_config(&crate::config::RiskConfig::default());
+        let critical = Some(Risk {
+            level: RiskLevel::Critical,
+            reason: RiskReason::Eta,
+        });
+        let rising = RiskInputs {
+            growing_now: true,
+            ..Default::default()
+        };
+        // A step caught half risen: no ETA at this analysis, memory moving up.
+        assert_eq!(assess(&rising, &p, critical).0, RiskLevel::Critical);
+        // It stopped: no ETA, nothing moves, the level falls at once.
+        assert_eq!(
+            assess(&RiskInputs::default(), &p, critical).0,
+            RiskLevel::Low
+        );
+        // A rise raises nothing that was not reached on an ETA before.
+        assert_eq!(assess(&rising, &p, None).0, RiskLevel::Low);
     }
 
     #[test]
