@@ -161,8 +161,10 @@ const ALLOWED: &[Allowance] = &[
     //   step is no trend.
     allow("c-multi-leak", None, "critical", 40.0),
     allow("c-multi-leak", Some("no client"), "critical", 0.0),
-    allow("c-multi-leak", Some("slower ×2"), "slower", 2.0),
-    allow("c-multi-leak-2", None, "critical", 26.0),
+    //   Since a trial's growth fills the free block its own cache holds before it closes
+    //   the others' room (2026-11-27): twice as slow 1 s, held out 26 s.
+    allow("c-multi-leak", Some("slower ×2"), "slower", 1.0),
+    allow("c-multi-leak-2", None, "critical", 25.0),
     // - Reinforcement-learning rounds whose peaks rise to a crash: critical from the fourth
     //   round's peak on, 73 s ahead (held out 34 s: its fourth peak comes 34 s before the
     //   crash), so high from then only (target 90 s), the ETA right at half the seconds.
@@ -181,10 +183,11 @@ const ALLOWED: &[Allowance] = &[
     //   recorded, high for 25 s twice as slow, 37 s on a 141 GiB card and 55 s beside a
     //   neighbour of 10 % (the room then holds fewer of its steps). No stale second.
     //   Since no level is held after its ETA is gone (2026-11-27): 6 s, and held out 11 s
-    //   twice as slow, 23 s on a 141 GiB card, 41 s beside a neighbour.
+    //   twice as slow, 23 s on a 141 GiB card. (Beside a neighbour 41 s, until a flat
+    //   neighbour no longer asked for its own size rounded up by the history, 2026-11-27.)
     allow("h-ckpt-gather", None, "high_seconds", 6.0),
     allow("h-ckpt-gather", None, "min_eta", 97.0),
-    allow("h-ckpt-gather-2", None, "high_seconds", 41.0),
+    allow("h-ckpt-gather-2", None, "high_seconds", 23.0),
     allow("h-ckpt-gather-2", None, "min_eta", 74.0),
     // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
     //   `leak_min_span`, until a minute of the floor (or one and a half of its steps' gaps) is
@@ -211,8 +214,10 @@ const ALLOWED: &[Allowance] = &[
     //   its peak view reads one evaluation's step, caught by the high-water mark in five
     //   parts, as a staircase of 1.5 GB steps 5.5 s apart, the steepest view, which may be
     //   extrapolated over twice its five steps only, short of the room: no ETA for 3 s at a
-    //   time between two evaluations, which the 15 s hold used to bridge;
-    allow("c-eval-kept-3", None, "high", 50.0),
+    //   time between two evaluations, which the 15 s hold used to bridge. Since the need's
+    //   own staircase says when where that view cannot (2026-11-27, `oom::eta`): critical
+    //   61 s, high 88 s ahead;
+    allow("c-eval-kept-3", None, "high", 88.0),
     allow("c-eval-kept-3", None, "eta", 0.05),
     allow("c-eval-kept-3", None, "bounds", 0.45),
     //   three trials leaking together: critical 40 s ahead, none without the client or twice

@@ -93,10 +93,12 @@ fn detection_targets_hold_on_real_traces() {
         // at most twice the steps it has shown (`oom::STAIRS_EXTRAPOLATION`, which took the
         // checkpoint gather's and two slowed-down healthy runs' stale alerts back), its ETA is
         // there for fewer of the early seconds: 45 % within 25 % (69 % before; 55 % at three
-        // times). Since no level or ETA outlives its evidence (2026-11-27), 42 %. Held there
-        // so that a further regression fails.
+        // times). Since no level or ETA outlives its evidence (2026-11-27), 42 %; since a
+        // growing process fills its own cache's free block before it closes its neighbours'
+        // room, 41 % (and within 15 % at 39 % of the seconds, 23 % before). Held there so that
+        // a further regression fails.
         let need = if s.trace == "d2-leak.jsonl" {
-            0.41
+            0.40
         } else {
             need
         };

@@ -129,6 +129,10 @@ pub struct Demand {
     /// grows every stage raises it stage by stage while the cache still absorbs the steps.
     record_need: Series,
     held: f64,
+    /// What it needs at the last analysis, exact: `need` keeps its points at the history's
+    /// precision (a few KiB at GPU scale), and a need rounded up past what is held would read
+    /// as a request for memory.
+    need_now: f64,
     /// What it held from the driver, over time (its footprint).
     footprint: Series,
     /// What it holds outside the allocator (NVML's bytes less the allocator's reserved), over
@@ -139,6 +143,11 @@ pub struct Demand {
     gave_back_at: Option<Time>,
     /// Its credible growth.
     trend: Option<Trend>,
+    /// The need's own credible growth where a steeper view of its peaks was chosen, for when
+    /// that view cannot say when it fails (`oom::eta`). Only the need: what the process holds
+    /// or keeps allocated now. The allocator's record of a peak rises with a one-off (a
+    /// checkpoint's gathered copy) as much as with growth, and never falls back.
+    fallback: Option<Trend>,
     /// The rounds it takes and gives back, and whether their rising peaks are its growth.
     rounds: Rounds,
     by_rounds: bool,
@@ -165,11 +174,13 @@ impl Demand {
             footprint: floors,
             overheads: VecDeque::new(),
             held: 0.0,
+            need_now: 0.0,
             gave_back_at: None,
             trend: None,
             rounds: Rounds::new(),
             by_rounds: false,
             served_need: None,
+            fallback: None,
         }
     }
 
@@ -258,6 +269,7 @@ impl Demand {
             self.loading
                 .push(now, held, p.eta.warmup, oom::MIN_STEP_BYTES);
             self.need.push(now, need);
+            self.need_now = need;
             if self.loaded_from().is_some() && held < self.held - oom::MIN_STEP_BYTES {
                 self.gave_back_at = Some(now);
             }
@@ -304,6 +316,7 @@ impl Demand {
         // counting once their next step is no longer due (`fit_demand`).
         let trace = tracing::enabled!(tracing::Level::TRACE);
         let mut best: Option<Trend> = None;
+        let mut fallback: Option<Trend> = None;
         for (view, s) in [
             ("need", &self.need),
             ("peak", &self.peak_need),
@@ -329,7 +342,13 @@ impl Demand {
                     "demand trend"
                 );
             }
-            if credible && persistent && best.is_none_or(|b| t.slope.total_cmp(&b.slope).is_ge()) {
+            if !(credible && persistent) {
+                continue;
+            }
+            if view == "need" {
+                fallback = Some(t);
+            }
+            if best.is_none_or(|b| t.slope >= b.slope) {
                 best = Some(t);
                 // Requests the cache can serve are no step towards an OOM: a peak view's
                 // room is measured from the peak while the cache holds its next step in one
@@ -355,13 +374,15 @@ impl Demand {
             self.by_rounds = true;
             self.served_need = None;
             best = Some(r);
+            fallback = None;
         }
         self.trend = best;
+        self.fallback = fallback.filter(|f| best != Some(*f));
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).
     pub fn part(&self, now: Time, p: &DemandParams) -> DemandPart {
-        let mut need = self.need.newest().map_or(0.0, |b| b.last());
+        let mut need = self.need_now;
         // Growing by rounds, it needs what its highest round took, whatever it holds between.
         if self.by_rounds {
             need = need.max(self.rounds.peak().unwrap_or(0.0));
@@ -380,6 +401,7 @@ impl Demand {
             held: self.held,
             asks: need > self.held || self.trend.is_some() || cycles,
             trend: self.trend,
+            fallback: self.fallback,
         }
     }
 
@@ -645,6 +667,32 @@ mod tests {
         // ...and asks no more once the window has passed.
         d.update(70.0 + p.window + 1.0, &m, &p);
         assert!(!d.part(70.0 + p.window + 1.0, &p).asks);
+    }
+
+    #[test]
+    fn a_steady_process_of_any_size_asks_for_nothing() {
+        // 8.85 GiB and 228 bytes: the history keeps it to a few KiB, rounded up here.
+        let bytes = 9_502_312_220u64;
+        assert!(f64::from(bytes as f32) > bytes as f64);
+        let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+        let mut d = Demand::new(0.0, none.clone(), none.clone());
+        let p = params();
+        let m = Moment {
+            active: true,
+            allocator: None,
+            driver_bytes: Some(bytes),
+            allocated: &none,
+            largest_free_block: None,
+        };
+        for t in 0..100 {
+            d.update(t as f64, &m, &p);
+        }
+        let part = d.part(99.0, &p);
+        assert_eq!((part.need, part.held), (bytes as f64, bytes as f64));
+        assert!(
+            !part.asks,
+            "a flat process does not ask for its own rounding"
+        );
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub struct DemandPart {
     pub asks: bool,
     /// Its demand trend, where credible (see `credible`).
     pub trend: Option<Trend>,
+    /// Another credible reading of the same demand, less steep (`Demand`'s views).
+    pub fallback: Option<Trend>,
 }
 
 /// How far the truth strays from the point ETA beyond what the growth's confidence interval
@@ -214,7 +216,15 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         .iter()
         .map(|t| t.slope_lower.clamp(0.0, t.slope))
         .sum();
-    let room = headroom(capacity, parts, i);
+    // A growing neighbour fills its own cache (what it holds beyond its need) before it takes
+    // memory from the room: its steps are served there first.
+    let slack: f64 = parts
+        .iter()
+        .enumerate()
+        .filter(|(j, d)| *j != i && d.trend.is_some())
+        .map(|(_, d)| (d.held - d.need).max(0.0))
+        .sum();
+    let room = headroom(capacity, parts, i) + slack;
     // Rises that slow towards a level the room holds with a segment to spare are over: a
     // load, a warm-up, a cache that fills ever more slowly.
     let rest: Option<f64> = growing.iter().map(|t| t.saturation).sum();
@@ -233,7 +243,15 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
             // checkpoint's copy taken twice), not a schedule to count down.
             let fits = (room / s.step).floor();
             if fits >= STAIRS_EXTRAPOLATION * s.count as f64 {
-                return None;
+                // A reading that cannot say when does not silence one that can: the
+                // high-water mark may catch one large step in small parts that the
+                // allocator's record shows whole.
+                let j = parts.iter().position(|d| d.trend == Some(**t))?;
+                let alt = parts[j].fallback?;
+                let mut parts = parts.to_vec();
+                parts[j].trend = Some(alt);
+                parts[j].fallback = None;
+                return eta(capacity, &parts, i, p);
             }
             // A step late by some seconds is expected that much later again.
             let next = (s.gap - t.quiet).abs();
@@ -472,6 +490,7 @@ mod tests {
             held,
             asks: true,
             trend: trend.filter(|t| age >= params().warmup && credible(t, &params())),
+            fallback: None,
         }
     }
 
@@ -537,6 +556,21 @@ mod tests {
         let e = eta(40.0 * GIB, &parts, 0, &params()).unwrap();
         // The leaker fails first: 40 - 10 - 20 = 10 GiB of room at 0.1 GiB/s.
         assert!((e.seconds - 100.0).abs() / 100.0 < 0.02, "{}", e.seconds);
+    }
+
+    #[test]
+    fn a_neighbour_grows_into_its_own_cache_before_the_room() {
+        let rate = 0.1 * GIB;
+        let grow = |t: f64| 10.0 * GIB + rate * (t - 300.0);
+        // The grower needs 10 GiB and holds 20: its next 10 GiB come from its cache. The
+        // other process asks for one more GiB than the 5 it holds.
+        let parts = [
+            part(10.0 * GIB, 20.0 * GIB, trend(grow, 300.0), 300.0),
+            part(6.0 * GIB, 5.0 * GIB, None, 300.0),
+        ];
+        let e = eta(34.0 * GIB, &parts, 1, &params()).unwrap();
+        // 34 - 20 - 6 = 8 GiB of room, reached once the grower's cache is full: 18 GiB.
+        assert!((e.seconds - 180.0).abs() / 180.0 < 0.02, "{}", e.seconds);
     }
 
     #[test]
@@ -737,6 +771,29 @@ mod tests {
         }
         assert!(persistent(&t, &kept, 0.0, 110.0, &PERSISTENCE));
         assert!(!persistent(&t, &dropped, 0.0, 110.0, &PERSISTENCE));
+    }
+
+    #[test]
+    fn a_reading_that_cannot_say_when_gives_way_to_one_that_can() {
+        let now = 100.0;
+        // The high-water mark's reading: 1 GiB every 5 s, twenty steps, room for 41 more.
+        let parts_of = |t: f64| 10.0 * GIB + (t / 5.0).floor() * GIB;
+        let fine = trend(parts_of, now).unwrap();
+        assert!(fine.stairs.is_some_and(|s| s.count >= 19), "{fine:?}");
+        // The allocator's record: 12 GiB every 40 s, two steps, room for three more.
+        let whole = |t: f64| 10.0 * GIB + (t / 40.0).floor() * 12.0 * GIB;
+        let coarse = trend(whole, now).unwrap();
+        assert!(coarse.stairs.is_some_and(|s| s.count == 2), "{coarse:?}");
+        let mut p = part(whole(now), whole(now), Some(fine), now);
+        let capacity = whole(now) + 41.0 * GIB;
+        assert!(eta(capacity, &[p], 0, &params()).is_none());
+        p.fallback = Some(coarse);
+        let e = eta(capacity, &[p], 0, &params()).expect("the record's staircase says when");
+        assert!(
+            (e.seconds - (20.0 + 3.0 * 40.0)).abs() < 5.0,
+            "{}",
+            e.seconds
+        );
     }
 
     #[test]
