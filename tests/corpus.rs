@@ -255,6 +255,35 @@ const ALLOWED: &[Allowance] = &[
         "leak_seconds",
         97.0,
     ),
+    // - Held out and scored once (2026-11-27, the `reearned-fifth` plan on four H100s, recorded
+    //   after every rule above; data/results/h100x4-2026-11-27-fifth has the live pages and
+    //   the first scoring). Each crash paged live before it, no healthy run paged or warned.
+    //   A curriculum sized to leave one stage's room after its load: one step shows 50 s
+    //   before the crash and is a change of level, the second 24 s before (the anchor's 74 s
+    //   is its load's ramp extrapolated); without the client NVML shows the last step only;
+    allow("c-curriculum-3", None, "critical", 23.0),
+    allow("c-curriculum-3", Some("no client"), "critical", 0.0),
+    //   evaluations every 26 s that keep their outputs: critical 57-60 s ahead, high from
+    //   78 s, the ETA within 35 % at half the seconds (5 % with one expandable segment);
+    allow("c-eval-kept-5", None, "high", 78.0),
+    allow("c-eval-kept-5", None, "eta", 0.05),
+    allow("c-eval-kept-5", None, "bounds", 0.3),
+    //   logits kept every third step, without the client: NVML sees the cache's segments,
+    //   high from 78 s;
+    allow("c-kept-logits-3", Some("no client"), "high", 77.0),
+    allow("c-kept-logits-3", Some("no client"), "eta", 0.58),
+    allow("c-kept-logits-3", Some("no client"), "bounds", 0.58),
+    //   a batch warm-up without the client: NVML sees the stages the cache did not absorb,
+    //   critical 23 s ahead (54 with it);
+    allow("c-batch-warmup-4", Some("no client"), "critical", 22.0),
+    //   twice as slow, the load's last shards read as a leak (as h-slow-load), and the
+    //   checkpoint gathers near the limit raise the allocator's record twice, 70 s apart:
+    //   a staircase whose next step is due within one and a half gaps, high for 92 s (never
+    //   critical; the record never falls, so it cannot show the gather was a one-off).
+    allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 135.0),
+    allow("h-ckpt-gather-6", Some("slower ×2"), "high_seconds", 92.0),
+    allow("h-ckpt-gather-6", Some("slower ×2"), "stale_seconds", 75.0),
+    allow("h-ckpt-gather-6", Some("slower ×2"), "min_eta", 111.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

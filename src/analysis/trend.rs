@@ -194,6 +194,9 @@ pub struct Steps {
     /// The largest upward jump: its share of the whole rise and the index just after it.
     pub largest_share: f64,
     pub after_largest: usize,
+    /// Time of the first upward jump, and the index just after it.
+    pub first_t: f64,
+    pub after_first: usize,
     /// Time of the last upward jump, and of the point where it had risen whole.
     pub last_t: f64,
     pub last_reached: f64,
@@ -246,6 +249,8 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         after_last: jumps.last().map_or(0, |j| j.0),
         rise_share: if rise > 0.0 { jumped / rise } else { 0.0 },
         median_gap: median(&mut gaps).unwrap_or(f64::INFINITY),
+        first_t: jumps.first().map_or(f64::INFINITY, |j| j.1),
+        after_first: jumps.first().map_or(0, |j| j.0),
         last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
         last_reached: jumps.last().map_or(f64::NEG_INFINITY, |j| points[j.0].0),
         median_step: median(&mut sizes).unwrap_or(0.0),
@@ -293,8 +298,24 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
     let mut st = steps(pts, min_step);
     // A step that follows a rise is part of the growth: only one out of a level is a change of
     // level.
-    while st.count > 0 && st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]) {
-        pts = &pts[st.after_largest..];
+    // A first step out of no tread (within `RISE_SECONDS` of the first point and half the
+    // staircase's gap: the work's first batch after its load, the load's last shard) ends the
+    // rise before it; a staircase's steps rise from levels that held.
+    let mut treads_checked = false;
+    loop {
+        let out_of_a_level =
+            st.count > 0 && st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]);
+        let tread = st.first_t - pts[0].0;
+        let out_of_no_tread =
+            !treads_checked && st.count > 1 && tread < RISE_SECONDS.min(0.5 * st.median_gap);
+        treads_checked = true;
+        if out_of_a_level {
+            pts = &pts[st.after_largest..];
+        } else if out_of_no_tread {
+            pts = &pts[st.after_first..];
+        } else {
+            break;
+        }
         if pts.len() < 3 {
             return None;
         }
@@ -422,6 +443,30 @@ mod demand_tests {
         let tr = fit_demand(&pts, 64.0 * 1048576.0).unwrap();
         assert!(tr.slope.abs() < 1e5, "slope {}", tr.slope);
         assert_eq!(tr.points, 60, "fitted after the step");
+    }
+
+    #[test]
+    fn a_step_out_of_no_tread_ends_the_rise_before_it() {
+        // Loaded at 10 GiB when the points start; the work's first batch adds 3 GiB, then one
+        // step of 3 GiB (a checkpoint's copy) at 40 s.
+        let demand = |first: f64| {
+            move |t: f64| {
+                GIB * (10.0
+                    + if t >= first { 3.0 } else { 0.0 }
+                    + if t >= 40.0 { 3.0 } else { 0.0 })
+            }
+        };
+        let pts = |f: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+            (0..=60).map(|i| (i as f64, f(i as f64))).collect()
+        };
+        let batch_at_once = fit_demand(&pts(&demand(2.0)), 64.0 * 1048576.0);
+        assert!(
+            batch_at_once.is_none_or(|t| t.stairs.is_none()),
+            "{batch_at_once:?}"
+        );
+        // The same first step after a level held 20 s: two steps of a staircase.
+        let after_a_tread = fit_demand(&pts(&demand(20.0)), 64.0 * 1048576.0).unwrap();
+        assert_eq!(after_a_tread.stairs.map(|s| s.count), Some(2));
     }
 
     #[test]
