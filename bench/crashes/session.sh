@@ -8,7 +8,7 @@
 #   bash bench/crashes/session.sh PLAN OUTDIR   # PLAN: healthy-and-crashes, healthy-rest,
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
 #                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
-#                                                 reearned-x4, reearned-final (four GPUs)
+#                                                 reearned-x4, reearned-final, reearned-fifth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -56,6 +56,7 @@ case "$PLAN" in
 reearned) BUDGET_S=${BUDGET_S:-1390} ;;
 reearned-x4) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-final) BUDGET_S=${BUDGET_S:-560} ;;
+reearned-fifth) BUDGET_S=${BUDGET_S:-520} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -348,6 +349,35 @@ reearned-final)
     GPU=3 rec c-rising-peaks-4 250 "" $W rising-peaks --fraction 0.55 --rounds 5 --rollout-s 7 --train-s 14 --seed 16
     pause 15
     GPU=3 rec h-ckpt-gather-4 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 45 --fraction 0.62 --gather-fraction 0.1 --seed 17
+  }
+  side_by_side lane0 lane1 lane2 lane3
+  pause 20
+  ;;
+reearned-fifth)
+  # Held out from the work after reearned-final (every run to holdout, scored once): the
+  # shapes of issue 37 with sizes, paces and seeds no earlier run had, and three that the
+  # recordings of those plans lack: a checkpoint gather beside a neighbour that holds its
+  # memory and sends no reports (NVML lists it), a leak that keeps a step's logits every few
+  # steps, a sequence-length curriculum and a batch warm-up whose stages raise the peak.
+  lane0() {
+    GPU=0 rec h-ckpt-gather-5 240 healthy bash -c "GPUMEM_RECORD_SKIP=1 $W idle --start-gib 12 --duration 215 & sleep 6; $W healthy-ckpt-gather --duration 185 --ckpt-s 30 --fraction 0.5 --gather-fraction 0.14 --seed 41; st=\$?; kill %1 2>/dev/null; wait; exit \$st"
+    pause 10
+    GPU=0 rec c-eval-kept-5 240 "" $W eval-kept --train-s 26 --steps 5 --seed 42
+  }
+  lane1() {
+    GPU=1 rec c-kept-logits-3 240 "" $W kept-logits --growth-s 140 --every 3 --seed 43
+    pause 10
+    GPU=1 rec h-slow-load-4 230 healthy $W healthy-slow-load --load-gib 28 --load-s 100 --kv-gib 5 --duration 70 --period-s 0.07 --seed 44
+  }
+  lane2() {
+    GPU=2 rec c-curriculum-3 240 "" $W curriculum --growth-s 130 --stage-s 25 --seed 45
+    pause 10
+    GPU=2 rec h-warmup-saturate-4 230 healthy $W healthy-warmup-saturate --duration 190 --warmup-s 80 --period-s 0.1 --fraction 0.95 --seed 46
+  }
+  lane3() {
+    GPU=3 rec c-batch-warmup-4 240 "" $W batch-warmup --growth-s 140 --stage-s 28 --batch-step 3 --seed 47
+    pause 10
+    GPU=3 rec h-ckpt-gather-6 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 35 --fraction 0.66 --gather-fraction 0.12 --seed 48
   }
   side_by_side lane0 lane1 lane2 lane3
   pause 20
