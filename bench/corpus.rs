@@ -516,7 +516,7 @@ pub struct Evidence {
 }
 
 /// How long an alert may outlive the last rise of a smooth growth: the 30 s, over the
-/// forecast's own wait (`oom::RISE_WAIT`, 15 s); no level is held after its ETA is gone.
+/// forecast's own wait (`evidence::RISE_WAIT`, 15 s); no level is held after its ETA is gone.
 pub const LINGER: f64 = 30.0;
 /// A rising that lasts longer than this is a load or warm-up that may warn while it rises.
 pub const LONG_RISE: f64 = 60.0;

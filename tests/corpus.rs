@@ -138,7 +138,7 @@ const ALLOWED: &[Allowance] = &[
     ),
     allow("live-h-rl", Some("slower ×2"), "leak_seconds", 15.0),
     // The leak's persistence windows start at the fit's start (2026-11-27, see
-    // `oom::persistent`): twice as slow, h-rl's floor reads as a leak for 5 s.
+    // `evidence::persistent`): twice as slow, h-rl's floor reads as a leak for 5 s.
     allow("h-rl", Some("slower ×2"), "leak_seconds", 5.0),
     // Issue 37's shapes, recorded on four H100s side by side (data/results/
     // h100x4-2026-11-26-reearned): what the forecast still misses, measured, not understood

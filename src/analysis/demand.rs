@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 
+use super::evidence;
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::rounds::Rounds;
@@ -323,10 +324,10 @@ impl Demand {
             ("record", &self.record_need),
         ] {
             let Some(t) = fit(s) else { continue };
-            let credible = oom::credible(&t, &p.eta);
+            let credible = evidence::credible(&t, &p.eta);
             // The costlier test, for a credible trend only (or for the log).
-            let persistent =
-                (credible || trace) && oom::persistent(&t, s, from, now, &oom::PERSISTENCE);
+            let persistent = (credible || trace)
+                && evidence::persistent(&t, s, from, now, &evidence::PERSISTENCE);
             if trace {
                 tracing::trace!(
                     at = now,
@@ -643,18 +644,23 @@ mod tests {
         assert_eq!(p.demand.request(), 256.0 * MIB);
     }
 
+    /// A process NVML lists with `bytes` that sends no reports.
+    fn driver_only(none: &Series, bytes: u64) -> Moment<'_> {
+        Moment {
+            active: true,
+            allocator: None,
+            driver_bytes: Some(bytes),
+            allocated: none,
+            largest_free_block: None,
+        }
+    }
+
     #[test]
     fn a_process_that_does_not_report_needs_and_holds_its_driver_bytes() {
         let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
         let mut d = Demand::new(0.0, none.clone(), none.clone());
         let p = params();
-        let m = Moment {
-            active: true,
-            allocator: None,
-            driver_bytes: Some((6.0 * GIB) as u64),
-            allocated: &none,
-            largest_free_block: None,
-        };
+        let m = driver_only(&none, (6.0 * GIB) as u64);
         for t in 0..70 {
             d.update(t as f64, &m, &p);
         }
@@ -677,13 +683,7 @@ mod tests {
         let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
         let mut d = Demand::new(0.0, none.clone(), none.clone());
         let p = params();
-        let m = Moment {
-            active: true,
-            allocator: None,
-            driver_bytes: Some(bytes),
-            allocated: &none,
-            largest_free_block: None,
-        };
+        let m = driver_only(&none, bytes);
         for t in 0..100 {
             d.update(t as f64, &m, &p);
         }

@@ -105,7 +105,13 @@ pub fn estimate(
         && trend.p_value < p.significance
         && !level_change
         && !stopped
-        && super::oom::persistent(&trend, series, from, now, &super::oom::LEAK_PERSISTENCE);
+        && super::evidence::persistent(
+            &trend,
+            series,
+            from,
+            now,
+            &super::evidence::LEAK_PERSISTENCE,
+        );
     Some(LeakEstimate { trend, passes })
 }
 

@@ -2,6 +2,7 @@
 //! timestamps, so a trace replayed at any speed gives the numbers it gives live.
 
 pub mod demand;
+pub mod evidence;
 pub mod fragmentation;
 pub mod imbalance;
 pub mod incident;

@@ -100,7 +100,7 @@ impl Rounds {
     /// Peaks that rise round after round as a staircase: a step of the median rise every
     /// median period, the next due a period after the last peak. `None` unless at least
     /// `MIN_ROUNDS` peaks rise significantly, the latest is the highest, and the next round is
-    /// not overdue (`oom::current`).
+    /// not overdue (`evidence::current`).
     pub fn trend(&self, now: Time) -> Option<Trend> {
         if self.peaks.len() < MIN_ROUNDS {
             return None;
@@ -164,7 +164,7 @@ impl Rounds {
             quiet: now - last_t,
             saturation: None,
         };
-        super::oom::current(&trend).then_some(trend)
+        super::evidence::current(&trend).then_some(trend)
     }
 }
 
