@@ -147,8 +147,9 @@ pub struct Demand {
     /// The need's own credible growth where a steeper view of its peaks was chosen, for when
     /// that view cannot say when it fails (`oom::eta`). Only the need: what the process holds
     /// or keeps allocated now. The allocator's record of a peak rises with a one-off (a
-    /// checkpoint's gathered copy) as much as with growth, and never falls back.
-    fallback: Option<Trend>,
+    /// checkpoint's gathered copy) as much as with growth, and never falls back. Boxed: rarely
+    /// there, and a process's books stay small at 64 processes a GPU.
+    fallback: Option<Box<Trend>>,
     /// The rounds it takes and gives back, and whether their rising peaks are its growth.
     rounds: Rounds,
     by_rounds: bool,
@@ -378,7 +379,7 @@ impl Demand {
             fallback = None;
         }
         self.trend = best;
-        self.fallback = fallback.filter(|f| best != Some(*f));
+        self.fallback = fallback.filter(|f| best != Some(*f)).map(Box::new);
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).
@@ -402,7 +403,7 @@ impl Demand {
             held: self.held,
             asks: need > self.held || self.trend.is_some() || cycles,
             trend: self.trend,
-            fallback: self.fallback,
+            fallback: self.fallback.as_deref().copied(),
         }
     }
 
