@@ -319,6 +319,7 @@ impl Demand {
         let trace = tracing::enabled!(tracing::Level::TRACE);
         let mut best: Option<Trend> = None;
         let mut fallback: Option<Trend> = None;
+        let mut best_view = "";
         for (view, s) in [
             ("need", &self.need),
             ("peak", &self.peak_need),
@@ -352,6 +353,7 @@ impl Demand {
             }
             if best.is_none_or(|b| t.slope >= b.slope) {
                 best = Some(t);
+                best_view = view;
                 // Requests the cache can serve are no step towards an OOM: a peak view's
                 // room is measured from the peak while the cache holds its next step in one
                 // free block (split blocks serve no large request).
@@ -376,10 +378,12 @@ impl Demand {
             self.by_rounds = true;
             self.served_need = None;
             best = Some(r);
-            fallback = None;
+            best_view = "rounds";
         }
         self.trend = best;
-        self.fallback = fallback.filter(|f| best != Some(*f)).map(Box::new);
+        self.fallback = fallback
+            .filter(|_| best_view == "peak" || best_view == "record")
+            .map(Box::new);
     }
 
     /// Its share of the GPU as of the last `update` at `now` (an active process).

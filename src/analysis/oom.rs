@@ -145,9 +145,9 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
             let fits = (room / s.step).floor();
             if fits >= STAIRS_EXTRAPOLATION * s.count as f64 {
                 // A reading that cannot say when does not silence one that can: the
-                // high-water mark may catch one large step in small parts that the
-                // allocator's record shows whole.
-                let j = parts.iter().position(|d| d.trend == Some(**t))?;
+                // high-water mark may catch one large step in small parts that the need
+                // shows whole. The one growing part is the one with a trend.
+                let j = parts.iter().position(|d| d.trend.is_some())?;
                 let alt = parts[j].fallback?;
                 let mut parts = parts.to_vec();
                 parts[j].trend = Some(alt);
