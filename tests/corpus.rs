@@ -279,10 +279,11 @@ const ALLOWED: &[Allowance] = &[
     //   twice as slow, the load's last shards read as a leak (as h-slow-load), and the
     //   checkpoint gathers near the limit raise the allocator's record twice, 70 s apart:
     //   a staircase whose next step is due within one and a half gaps, high for 92 s (never
-    //   critical; the record never falls, so it cannot show the gather was a one-off).
+    //   critical). Since steps that shrink are bounded by the rest of their series
+    //   (2026-11-27, third, `trend::fit_demand`): 6.2 then 3.3 GiB leave about 3.7 GiB to come,
+    //   which the room holds; high for 5 s while the sampled high-water mark still climbs.
     allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 135.0),
-    allow("h-ckpt-gather-6", Some("slower ×2"), "high_seconds", 92.0),
-    allow("h-ckpt-gather-6", Some("slower ×2"), "stale_seconds", 75.0),
+    allow("h-ckpt-gather-6", Some("slower ×2"), "high_seconds", 5.0),
     allow("h-ckpt-gather-6", Some("slower ×2"), "min_eta", 111.0),
 ];
 

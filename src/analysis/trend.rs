@@ -204,6 +204,11 @@ pub struct Steps {
     pub median_step: f64,
     /// The level the last upward jump rose from.
     pub below_last: f64,
+    /// The size of the last upward jump.
+    pub last_step: f64,
+    /// Where every upward jump is smaller than the one before it, the largest ratio of a jump
+    /// to the one before: the slowest the steps shrink.
+    pub shrink: Option<f64>,
 }
 
 /// Upward jumps of at least `min_step` and eight robust standard deviations of the
@@ -239,6 +244,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
     let mut gaps: Vec<f64> = jumps.windows(2).map(|w| w[1].1 - w[0].1).collect();
     let mut sizes: Vec<f64> = jumps.iter().map(|j| j.2).collect();
     let largest = jumps.iter().max_by(|a, b| a.2.total_cmp(&b.2));
+    let shrinking = shrink(&sizes);
     Steps {
         largest_share: match largest {
             Some(j) if rise > 0.0 => j.2 / rise,
@@ -253,9 +259,19 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         after_first: jumps.first().map_or(0, |j| j.0),
         last_t: jumps.last().map_or(f64::NEG_INFINITY, |j| j.1),
         last_reached: jumps.last().map_or(f64::NEG_INFINITY, |j| points[j.0].0),
-        median_step: median(&mut sizes).unwrap_or(0.0),
         below_last: jumps.last().map_or(f64::NAN, |j| j.3),
+        last_step: jumps.last().map_or(0.0, |j| j.2),
+        shrink: shrinking,
+        median_step: median(&mut sizes).unwrap_or(0.0),
     }
+}
+
+/// The largest ratio of a step to the one before, where there are two or more and each is
+/// smaller than the one before.
+fn shrink(sizes: &[f64]) -> Option<f64> {
+    let ratios = sizes.windows(2).map(|w| w[1] / w[0]);
+    let largest = ratios.fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))?;
+    (largest < 1.0).then_some(largest)
 }
 
 /// When `points` last rose by `by` above the level of their previous rise (the first point's
@@ -343,9 +359,23 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
         last_t - last_rise(pts, line.slope * RISE_SECONDS)
     };
     let last_y = pts[pts.len() - 1].1;
-    let saturation = super::stats::saturating(pts)
+    let smooth = super::stats::saturating(pts)
         .filter(|s| s.ratio <= SATURATING_RATIO)
         .map(|s| (s.level - last_y).max(0.0));
+    // Steps that shrink, each to at most `r` of the one before, have at most the rest of
+    // that geometric series to come: a rise that slows step by step (a checkpoint's copy
+    // gathered again, a little larger than the last; a cache warmed by ever rarer sizes) is
+    // over by then. A step as large as the last, or larger, takes it back. A last step seen
+    // at the last point only may be half risen: its size is known a point later.
+    let settled = st.after_last + 1 < pts.len();
+    let stepped = st
+        .shrink
+        .filter(|_| stepwise && settled)
+        .map(|r| st.last_step * r / (1.0 - r));
+    let saturation = match (smooth, stepped) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
     Some(Trend {
         slope: line.slope,
         slope_lower,
@@ -485,6 +515,43 @@ mod demand_tests {
         let stopped = |t: f64| stair(t.min(60.0));
         let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0).unwrap();
         assert_eq!(tr.recent_slope, 0.0);
+    }
+
+    #[test]
+    fn steps_that_shrink_have_the_rest_of_their_series_to_come() {
+        // Steps at 20, 50 and 80 s from 40 GiB: 4, 2 and 1 GiB (each half the last), then
+        // 4, 3.5 and 3 GiB (the slowest 7/8), then three of 2 GiB.
+        let stairs = |sizes: [f64; 3]| {
+            move |t: f64| {
+                let up: f64 = [20.0, 50.0, 80.0]
+                    .iter()
+                    .zip(sizes)
+                    .filter(|(at, _)| t >= **at)
+                    .map(|(_, s)| s)
+                    .sum();
+                GIB * (40.0 + up)
+            }
+        };
+        let rest = |sizes| {
+            let tr = fit_demand(&series(stairs(sizes), 100), 64.0 * 1048576.0).unwrap();
+            assert_eq!(tr.stairs.map(|s| s.count), Some(3), "{sizes:?}");
+            tr.saturation
+        };
+        let halving = rest([4.0, 2.0, 1.0]).unwrap();
+        assert!((halving - GIB).abs() < 1e6, "{}", halving / GIB);
+        let slowly = rest([4.0, 3.5, 3.0]).unwrap();
+        assert!((slowly - 21.0 * GIB).abs() < 1e6, "{}", slowly / GIB);
+        assert_eq!(rest([2.0, 2.0, 2.0]), None, "steps that keep their size");
+        // The last step seen at the last point only (half risen, perhaps): no bound yet.
+        let pts = series(stairs([4.0, 2.0, 1.0]), 81);
+        let tr = fit_demand(&pts, 64.0 * 1048576.0).unwrap();
+        assert_eq!(tr.stairs.map(|s| s.count), Some(3));
+        assert_eq!(tr.saturation, None);
+        assert_eq!(
+            rest([1.0, 2.0, 1.5]),
+            None,
+            "one step larger than the one before"
+        );
     }
 
     #[test]
