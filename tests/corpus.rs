@@ -285,6 +285,46 @@ const ALLOWED: &[Allowance] = &[
     allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 135.0),
     allow("h-ckpt-gather-6", Some("slower ×2"), "high_seconds", 5.0),
     allow("h-ckpt-gather-6", Some("slower ×2"), "min_eta", 111.0),
+    // - Held out and scored once (2026-11-27, the `reearned-sixth` plan on two H200s, recorded
+    //   after every rule above but the loading's half-risen steps; data/results/
+    //   h200x2-2026-11-27-sixth has the live pages and the scoring). Live, the four healthy
+    //   jobs sent nothing; every crash was paged with the client, all but the batch warm-up
+    //   without it. In replay no healthy run is at critical.
+    //   A batch warm-up whose first batch takes 96 % of the card: the allocator's record rises
+    //   twice, 22 s apart, the second 21 s before the crash (the anchor's 65 s is the load's
+    //   ramp extrapolated); NVML sees 1.6 % of the card move, nothing to forecast from;
+    allow("h200-c-batch-warmup-5", None, "critical", 20.0),
+    allow("h200-c-batch-warmup-5", Some("no client"), "critical", 0.0),
+    //   a curriculum whose stages the cache absorbs: NVML alone sees its last stage only;
+    allow("h200-c-curriculum-4", Some("no client"), "critical", 0.0),
+    //   evaluations every 21 s that keep 14 % of the card each: scored once, critical and
+    //   high 41 s ahead (anchor 61): where a step was caught half risen, the loading took the
+    //   rest of it for a stage of its own and began again. Since a step is measured whole and
+    //   judged once (`analysis::loading`): critical 58 s, high 82 s ahead (63 with one
+    //   expandable segment);
+    allow("h200-c-eval-kept-6", None, "high", 63.0),
+    allow("h200-c-eval-kept-6", None, "eta", 0.11),
+    allow("h200-c-eval-kept-6", None, "bounds", 0.28),
+    //   rounds from half the card: critical 31 s ahead (anchor 4), no trend before the fourth
+    //   peak;
+    allow("h200-c-rising-peaks-5", None, "high", 30.0),
+    allow("h200-c-rising-peaks-5", None, "eta", 0.11),
+    allow("h200-c-rising-peaks-5", None, "bounds", 0.11),
+    //   the slow load's last shards read as a leak for 32 s (150 twice as slow), the slowed
+    //   warm-up's last maxima for 80 s (the leak alert waits 5 minutes).
+    allow("h200-h-slow-load-5", None, "leak_seconds", 32.0),
+    allow(
+        "h200-h-slow-load-5",
+        Some("slower ×2"),
+        "leak_seconds",
+        150.0,
+    ),
+    allow(
+        "h200-h-warmup-saturate-5",
+        Some("slower ×2"),
+        "leak_seconds",
+        80.0,
+    ),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -58,7 +58,7 @@ reearned) BUDGET_S=${BUDGET_S:-1390} ;;
 reearned-x4) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-final) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-fifth) BUDGET_S=${BUDGET_S:-520} ;;
-reearned-sixth) BUDGET_S=${BUDGET_S:-540} ;;
+reearned-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1080 || echo 540)} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -389,7 +389,10 @@ reearned-sixth)
   # of issue 37 again with sizes, paces and seeds no earlier run had: gathers near the limit
   # every 25 s, and beside an idle neighbour every 45 s; a slow load of two minutes; a warm-up
   # that saturates over 100 s; evaluations every 20 s that keep their outputs; a batch warm-up
-  # in small stages; a curriculum in short stages; rollouts whose peaks rise.
+  # in small stages; a curriculum in short stages; rollouts whose peaks rise. On a node of two
+  # GPUs (GPUS=2) lanes 2 and 3 run on GPUs 0 and 1 after lanes 0 and 1.
+  G2=2 G3=3
+  [ "${GPUS:-4}" -lt 4 ] && G2=0 G3=1
   lane0() {
     GPU=0 rec h-ckpt-gather-7 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 25 --fraction 0.68 --gather-fraction 0.1 --seed 51
     pause 10
@@ -401,16 +404,22 @@ reearned-sixth)
     GPU=1 rec h-slow-load-5 230 healthy $W healthy-slow-load --load-gib 34 --load-s 110 --kv-gib 6 --duration 60 --period-s 0.05 --seed 54
   }
   lane2() {
-    GPU=2 rec c-curriculum-4 240 "" $W curriculum --growth-s 150 --stage-s 20 --seed 55
+    GPU=$G2 rec c-curriculum-4 240 "" $W curriculum --growth-s 150 --stage-s 20 --seed 55
     pause 10
-    GPU=2 rec h-warmup-saturate-5 230 healthy $W healthy-warmup-saturate --duration 170 --warmup-s 100 --period-s 0.08 --fraction 0.9 --seed 56
+    GPU=$G2 rec h-warmup-saturate-5 230 healthy $W healthy-warmup-saturate --duration 170 --warmup-s 100 --period-s 0.08 --fraction 0.9 --seed 56
   }
   lane3() {
-    GPU=3 rec c-rising-peaks-5 250 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 12 --seed 57
+    GPU=$G3 rec c-rising-peaks-5 250 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 12 --seed 57
     pause 10
-    GPU=3 rec h-ckpt-gather-8 230 healthy bash -c "GPUMEM_RECORD_SKIP=1 $W idle --start-gib 8 --duration 215 & sleep 6; $W healthy-ckpt-gather --duration 185 --ckpt-s 45 --fraction 0.58 --gather-fraction 0.16 --seed 58; st=\$?; kill %1 2>/dev/null; wait; exit \$st"
+    GPU=$G3 rec h-ckpt-gather-8 230 healthy bash -c "GPUMEM_RECORD_SKIP=1 $W idle --start-gib 8 --duration 215 & sleep 6; $W healthy-ckpt-gather --duration 185 --ckpt-s 45 --fraction 0.58 --gather-fraction 0.16 --seed 58; st=\$?; kill %1 2>/dev/null; wait; exit \$st"
   }
-  side_by_side lane0 lane1 lane2 lane3
+  if [ "$G2" = 2 ]; then
+    side_by_side lane0 lane1 lane2 lane3
+  else
+    side_by_side lane0 lane1
+    pause 20
+    side_by_side lane2 lane3
+  fi
   pause 20
   ;;
 reearned-check)

@@ -71,6 +71,11 @@ pub struct Loading {
     /// A young process's step is still rising and may be a stage of start-up or a repeat:
     /// it is loading until the step stops and tells which.
     deciding: bool,
+    /// The last step judged a repeat of a load (its base and top), while the footprint holds
+    /// it: a step is judged once. A stretch whose lowest point lies inside it (the step caught
+    /// half risen at the stretch's first point) is measured from its top, not as a smaller
+    /// rise of its own.
+    judged: Option<(f64, f64)>,
 }
 
 impl Loading {
@@ -99,6 +104,9 @@ impl Loading {
         } else {
             self.low_since = self.low_since.min(bytes);
         }
+        if self.judged.is_some_and(|(_, top)| bytes < top - min_step) {
+            self.judged = None;
+        }
         self.recent.push_back((t, bytes));
         while self.recent.len() >= 2 && self.recent[1].0 <= t - STRETCH {
             self.recent.pop_front();
@@ -110,6 +118,10 @@ impl Loading {
                 self.recent
                     .iter()
                     .fold((t, f64::INFINITY), |a, p| if p.1 < a.1 { *p } else { a });
+            let low = match self.judged {
+                Some((base, top)) if low > base && low < top => top,
+                _ => low,
+            };
             let rise = bytes - low;
             let young = self.appeared.is_some_and(|a| t - a < YOUNG * max);
             let took = self.top - self.base;
@@ -139,7 +151,9 @@ impl Loading {
                         Some(s) => (s.base, s.top.max(bytes)),
                         None => (low, bytes),
                     };
-                    self.stage = None;
+                    // A step still rising is the loading's first stage whole: caught over
+                    // two points, its size is not what is left of it after the first.
+                    self.stage = self.stage.filter(|s| !settled && s.last_rise >= t);
                     self.last_stage = None;
                 }
             } else {
@@ -196,6 +210,7 @@ impl Loading {
                 self.top = before.top;
                 self.low_since = low;
                 self.last_stage = None;
+                self.judged = Some((s.base, s.top));
                 return;
             }
         }
@@ -349,6 +364,34 @@ mod tests {
         assert_eq!(run(two, 0.0, 200.0, 60.0), Some(21.0));
         // Stages of other sizes (a context, the weights, the optimizer's state) stay one
         // loading: start_up_in_stages_is_loading.
+    }
+
+    #[test]
+    fn steps_caught_half_risen_are_judged_whole_and_once() {
+        // A model at 9.7 GiB from t = 14; from t = 34 an evaluation keeps 21.4 GiB every 21 s,
+        // each step caught over two points, half of it at the first. The first step restarts
+        // the loading and is measured whole; the second repeats it, so loading ended with the
+        // first; the half-risen point of the second, at the first point of a later stretch, does
+        // not make it a smaller stage of its own.
+        let f = |t: f64| {
+            let base = if t < 14.0 { 8.0 } else { 9.7 };
+            let steps: f64 = [34.0, 55.0, 76.0, 97.0]
+                .iter()
+                .map(|&s| {
+                    if t >= s + 1.0 {
+                        21.4
+                    } else if t >= s {
+                        10.7
+                    } else {
+                        0.0
+                    }
+                })
+                .sum();
+            GIB * (base + steps)
+        };
+        assert_eq!(run(f, 13.0, 66.0, 60.0), Some(35.0));
+        assert_eq!(run(f, 13.0, 80.0, 60.0), Some(35.0));
+        assert_eq!(run(f, 13.0, 110.0, 60.0), Some(35.0));
     }
 
     #[test]
