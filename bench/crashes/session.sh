@@ -136,6 +136,20 @@ side_by_side() {
   wait "${slots[@]}"
 }
 
+# The lanes of a four-GPU plan (lane0 to lane3) side by side; on a node of two GPUs (GPUS=2),
+# lanes 2 and 3 on GPUs 0 and 1 after lanes 0 and 1: they run on GPU $G2 and $G3.
+G2=2 G3=3
+[ "${GPUS:-4}" -lt 4 ] && G2=0 G3=1
+four_lanes() {
+  if [ "$G2" = 2 ]; then
+    side_by_side lane0 lane1 lane2 lane3
+  else
+    side_by_side lane0 lane1
+    pause 20
+    side_by_side lane2 lane3
+  fi
+}
+
 pause() {
   if [ -n "$PLAN_ONLY" ]; then PLANNED=$((PLANNED + $1)); else sleep "$1"; fi
 }
@@ -390,10 +404,7 @@ reearned-sixth)
   # of issue 37 again with sizes, paces and seeds no earlier run had: gathers near the limit
   # every 25 s, and beside an idle neighbour every 45 s; a slow load of two minutes; a warm-up
   # that saturates over 100 s; evaluations every 20 s that keep their outputs; a batch warm-up
-  # in small stages; a curriculum in short stages; rollouts whose peaks rise. On a node of two
-  # GPUs (GPUS=2) lanes 2 and 3 run on GPUs 0 and 1 after lanes 0 and 1.
-  G2=2 G3=3
-  [ "${GPUS:-4}" -lt 4 ] && G2=0 G3=1
+  # in small stages; a curriculum in short stages; rollouts whose peaks rise.
   lane0() {
     GPU=0 rec h-ckpt-gather-7 230 healthy $W healthy-ckpt-gather --duration 190 --ckpt-s 25 --fraction 0.68 --gather-fraction 0.1 --seed 51
     pause 10
@@ -414,13 +425,7 @@ reearned-sixth)
     pause 10
     GPU=$G3 rec h-ckpt-gather-8 230 healthy bash -c "GPUMEM_RECORD_SKIP=1 $W idle --start-gib 8 --duration 215 & sleep 6; $W healthy-ckpt-gather --duration 185 --ckpt-s 45 --fraction 0.58 --gather-fraction 0.16 --seed 58; st=\$?; kill %1 2>/dev/null; wait; exit \$st"
   }
-  if [ "$G2" = 2 ]; then
-    side_by_side lane0 lane1 lane2 lane3
-  else
-    side_by_side lane0 lane1
-    pause 20
-    side_by_side lane2 lane3
-  fi
+  four_lanes
   pause 20
   ;;
 reearned-seventh)
@@ -429,10 +434,7 @@ reearned-seventh)
   # RL rounds that keep their cache (peaks that vary, none rising for good), bursty inference,
   # dynamic padding, gathers of a fifth of the card, a cache emptied every 10 s; three trials
   # leaking together, logits kept every other step, evaluations every 30 s that keep their
-  # outputs. On a node of two GPUs (GPUS=2) lanes 2 and 3 run on GPUs 0 and 1 after lanes 0
-  # and 1.
-  G2=2 G3=3
-  [ "${GPUS:-4}" -lt 4 ] && G2=0 G3=1
+  # outputs.
   lane0() {
     GPU=0 rec h-rl-2 220 healthy $W healthy-rl --duration 180 --gen-s 25 --train-s 25 --fraction 0.55 --seed 61
     pause 10
@@ -453,13 +455,7 @@ reearned-seventh)
     pause 10
     GPU=$G3 rec h-empty-cache-2 200 healthy $W healthy-empty-cache --duration 170 --seed 70
   }
-  if [ "$G2" = 2 ]; then
-    side_by_side lane0 lane1 lane2 lane3
-  else
-    side_by_side lane0 lane1
-    pause 20
-    side_by_side lane2 lane3
-  fi
+  four_lanes
   pause 20
   ;;
 reearned-check)
