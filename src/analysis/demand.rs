@@ -327,8 +327,14 @@ impl Demand {
         ] {
             let Some(t) = fit(s) else { continue };
             let credible = evidence::credible(&t, &p.eta);
+            // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
+            // window: a step of it is kept only once it outlived the window.
+            let outlived = view != "peak"
+                || t.stairs
+                    .is_none_or(|st| now - st.reached > HIGH_WATER_WINDOW);
             // The costlier test, for a credible trend only (or for the log).
             let persistent = (credible || trace)
+                && outlived
                 && evidence::persistent(&t, s, from, now, &evidence::PERSISTENCE);
             if trace {
                 tracing::trace!(
@@ -761,6 +767,36 @@ mod tests {
         assert!((peak - 4.5 * GIB).abs() < 0.01 * GIB, "{}", peak / GIB);
         let record = p.demand.record_need.newest().map(|b| b.last());
         assert!(record.is_none_or(|r| r < 5.0 * GIB), "{record:?}");
+    }
+
+    #[test]
+    fn a_one_off_the_high_water_mark_holds_is_no_step_of_growth() {
+        // Training in a 16 GiB cache whose sampled peaks rise by 2 GiB at t = 40 and at t = 70,
+        // each caught every other second: a staircase of the high-water mark. The same job
+        // whose second rise is one sample only (a checkpoint's gathered copy) shows the same
+        // step while the mark holds it, for its window, and then falls back.
+        let run = |sustained: bool| {
+            let mut p = Proc::new(0.0);
+            let mut trends = Vec::new();
+            for t in 0..100 {
+                let peak = 4.0
+                    + if t >= 40 { 2.0 } else { 0.0 }
+                    + if t >= 70 && (sustained || t == 70) {
+                        2.0
+                    } else {
+                        0.0
+                    };
+                let a = if t % 2 == 0 { peak } else { 2.0 };
+                p.step(t as f64, a, 16.0);
+                trends.push((t, p.demand.trend().is_some()));
+            }
+            trends
+        };
+        let grows = run(true);
+        assert!(grows.iter().any(|&(t, on)| t >= 80 && on), "{grows:?}");
+        let one_off = run(false);
+        let on: Vec<_> = one_off.iter().filter(|x| x.1 && x.0 >= 70).collect();
+        assert!(on.is_empty(), "{on:?}");
     }
 
     #[test]
