@@ -72,6 +72,27 @@ fn coarsened(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
 /// sets a new record.
 const HIGH_WATER_WINDOW: f64 = 10.0;
 
+/// The three readings of a process's need that its growth is fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// What it needs to get through its next step (`Demand::need`).
+    Need,
+    /// The high-water mark of its allocated bytes (`Demand::peak_need`).
+    Peak,
+    /// The allocator's own record of its peak (`Demand::record_need`).
+    Record,
+}
+
+impl View {
+    fn as_str(self) -> &'static str {
+        match self {
+            View::Need => "need",
+            View::Peak => "peak",
+            View::Record => "record",
+        }
+    }
+}
+
 /// What the demand model reads from the configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DemandParams {
@@ -319,17 +340,17 @@ impl Demand {
         let trace = tracing::enabled!(tracing::Level::TRACE);
         let mut best: Option<Trend> = None;
         let mut fallback: Option<Trend> = None;
-        let mut best_view = "";
+        let mut best_view: Option<View> = None;
         for (view, s) in [
-            ("need", &self.need),
-            ("peak", &self.peak_need),
-            ("record", &self.record_need),
+            (View::Need, &self.need),
+            (View::Peak, &self.peak_need),
+            (View::Record, &self.record_need),
         ] {
             let Some(t) = fit(s) else { continue };
             let credible = evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.
-            let outlived = view != "peak"
+            let outlived = view != View::Peak
                 || t.stairs
                     .is_none_or(|st| now - st.reached > HIGH_WATER_WINDOW);
             // The costlier test, for a credible trend only (or for the log).
@@ -339,7 +360,7 @@ impl Demand {
             if trace {
                 tracing::trace!(
                     at = now,
-                    view,
+                    view = view.as_str(),
                     slope = t.slope,
                     span = t.span,
                     p_value = t.p_value,
@@ -354,12 +375,12 @@ impl Demand {
             if !(credible && persistent) {
                 continue;
             }
-            if view == "need" {
+            if view == View::Need {
                 fallback = Some(t);
             }
             if best.is_none_or(|b| t.slope >= b.slope) {
                 best = Some(t);
-                best_view = view;
+                best_view = Some(view);
                 // Requests the cache can serve are no step towards an OOM: a peak view's
                 // room is measured from the peak while the cache holds its next step in one
                 // free block (split blocks serve no large request).
@@ -373,7 +394,7 @@ impl Demand {
                 });
                 // A request of unknown size (no step, no segment taken since loading) is
                 // no request the cache is known to serve.
-                self.served_need = (view != "need"
+                self.served_need = (view != View::Need
                     && next > 0.0
                     && next <= block
                     && level + oom::MIN_STEP_BYTES <= self.held)
@@ -384,11 +405,11 @@ impl Demand {
             self.by_rounds = true;
             self.served_need = None;
             best = Some(r);
-            best_view = "rounds";
+            best_view = None;
         }
         self.trend = best;
         self.fallback = fallback
-            .filter(|_| best_view == "peak" || best_view == "record")
+            .filter(|_| matches!(best_view, Some(View::Peak | View::Record)))
             .map(Box::new);
     }
 

@@ -269,9 +269,11 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
 /// The largest ratio of a step to the one before, where there are two or more and each is
 /// smaller than the one before.
 fn shrink(sizes: &[f64]) -> Option<f64> {
-    let ratios = sizes.windows(2).map(|w| w[1] / w[0]);
-    let largest = ratios.fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))?;
-    (largest < 1.0).then_some(largest)
+    sizes
+        .windows(2)
+        .map(|w| w[1] / w[0])
+        .reduce(f64::max)
+        .filter(|&r| r < 1.0)
 }
 
 /// When `points` last rose by `by` above the level of their previous rise (the first point's
@@ -372,10 +374,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64) -> Option<Trend> {
         .shrink
         .filter(|_| stepwise && settled)
         .map(|r| st.last_step * r / (1.0 - r));
-    let saturation = match (smooth, stepped) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
+    let saturation = smooth.into_iter().chain(stepped).reduce(f64::max);
     Some(Trend {
         slope: line.slope,
         slope_lower,
