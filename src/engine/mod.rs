@@ -54,12 +54,14 @@ impl SeriesShape {
         Series::tiered(self.res, self.fine_window, self.coarse_res, self.window)
     }
 
-    /// The views of a process's demand: pushed once per analysis, so one value a bucket.
+    /// The views of a process's demand: pushed once per analysis, so one value a bucket. Past
+    /// the forecast's window they are read for what the process needed before it, their
+    /// maxima alone (`Demand::update`).
     fn demand(self) -> Series {
-        self.series().one_value_a_bucket()
+        self.series().one_value_a_bucket().peaks_past()
     }
 
-    /// What is read as floors and recent maxima only.
+    /// What is read as floors and recent maxima only: past its fine buckets, floors alone.
     fn floors(self) -> Series {
         Series::tiered(
             self.res,
@@ -67,6 +69,12 @@ impl SeriesShape {
             self.coarse_res,
             self.window,
         )
+        .floors_past()
+    }
+
+    /// What is read for its floors alone.
+    fn floors_only(self) -> Series {
+        self.floors().floors_only()
     }
 }
 
@@ -116,6 +124,8 @@ struct ProcState {
     /// Its first report: a process reports a moment before NVML lists it.
     first_report: Option<Time>,
     nvml_used: Option<u64>,
+    /// NVML's bytes over time, read for their floors alone (the leak test of a process that
+    /// does not report).
     nvml_series: Series,
     alloc: Option<DeviceStats>,
     alloc_series: Series,
@@ -154,7 +164,7 @@ impl ProcState {
             last_report: None,
             first_report: None,
             nvml_used: None,
-            nvml_series: shape.floors(),
+            nvml_series: shape.floors_only(),
             alloc: None,
             alloc_series: shape.floors(),
             retries: Changes::new(RETRY_WINDOW),

@@ -7,14 +7,16 @@
 //!
 //! Values are `f32`: byte counts up to 2^47 (128 TiB) keep a precision of 16 KiB, far below
 //! anything the analysis looks at. A bucket is 8 bytes, or 4 in a series that gets one value a
-//! bucket (`one_value_a_bucket`); bench/RESULTS.md has what a process costs.
+//! bucket (`one_value_a_bucket`) or is read for its floors or its peaks alone (`floors_only`,
+//! and past the fine window `floors_past`, `peaks_past`); bench/RESULTS.md has what a process
+//! costs.
 
 mod ring;
 
 use std::collections::VecDeque;
 
 use crate::model::Time;
-use ring::{Payload, Ring, Span};
+use ring::{Floor, Payload, Ring, Span};
 
 /// One bucket as the analysis reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,74 +52,92 @@ impl Bucket {
     }
 }
 
-/// The fine buckets: one value each, or a span.
+/// A ring of buckets of one of the three kinds (`ring::Payload`), read as spans.
 #[derive(Debug, Clone)]
-enum Fine {
+enum Buckets {
+    /// One value, the highest: a view pushed once per bucket.
     One(Ring<f32>),
     Span(Ring<Span>),
+    /// The least value only: the long past of a series read there for its floors.
+    Floor(Ring<Floor>),
 }
 
-/// The fine buckets with their numbers, as spans.
+/// The buckets of a ring with their numbers, as spans.
 #[derive(Debug, Clone)]
-enum FineIter<'a> {
+enum BucketsIter<'a> {
     One(ring::Iter<'a, f32>),
     Span(ring::Iter<'a, Span>),
+    Floor(ring::Iter<'a, Floor>),
 }
 
-impl Iterator for FineIter<'_> {
+impl Iterator for BucketsIter<'_> {
     type Item = (i64, Span);
     fn next(&mut self) -> Option<(i64, Span)> {
         match self {
-            FineIter::One(i) => i.next().map(|(n, v)| (n, v.span())),
-            FineIter::Span(i) => i.next(),
+            BucketsIter::One(i) => i.next().map(|(n, v)| (n, v.span())),
+            BucketsIter::Span(i) => i.next(),
+            BucketsIter::Floor(i) => i.next().map(|(n, v)| (n, v.span())),
         }
     }
 }
 
-impl Fine {
-    fn len(&self) -> usize {
-        match self {
-            Fine::One(r) => r.len(),
-            Fine::Span(r) => r.len(),
+/// `$body` on the ring of any kind, bound to `$r`.
+macro_rules! each {
+    ($buckets:expr, $r:ident => $body:expr) => {
+        match $buckets {
+            Buckets::One($r) => $body,
+            Buckets::Span($r) => $body,
+            Buckets::Floor($r) => $body,
         }
+    };
+}
+
+impl Buckets {
+    fn capacity(&self) -> usize {
+        each!(self, r => r.capacity())
+    }
+    fn len(&self) -> usize {
+        each!(self, r => r.len())
     }
     fn first_number(&self) -> Option<i64> {
-        match self {
-            Fine::One(r) => r.first_number(),
-            Fine::Span(r) => r.first_number(),
-        }
+        each!(self, r => r.first_number())
     }
     fn newest(&self) -> Option<(i64, Span)> {
-        match self {
-            Fine::One(r) => r.newest().map(|(n, v)| (n, v.span())),
-            Fine::Span(r) => r.newest(),
-        }
+        each!(self, r => r.newest().map(|(n, v)| (n, v.span())))
     }
     /// Folds `v` into bucket `number`; the buckets that made room go to `evicted`.
     fn push(&mut self, number: i64, v: f32, mut evicted: impl FnMut(i64, Span)) {
-        match self {
-            Fine::One(r) => r.push(number, v, |n, v| evicted(n, v.span())),
-            Fine::Span(r) => r.push(number, v, evicted),
-        }
+        each!(self, r => r.push(number, v, |n, v| evicted(n, v.span())))
     }
-    fn iter_from(&self, from: i64) -> FineIter<'_> {
+    /// Folds `span` into bucket `number`, the newest or a newer one.
+    fn absorb(&mut self, number: i64, span: Span) {
+        each!(self, r => match r.newest() {
+            Some((n, _)) if n == number => {
+                if let Some(b) = r.newest_mut() {
+                    b.merge(span);
+                }
+            }
+            _ => r.push_new(number, Payload::of(span), |_, _| {}),
+        })
+    }
+    fn pop_front(&mut self) {
+        each!(self, r => {
+            r.pop_front();
+        })
+    }
+    fn iter_from(&self, from: i64) -> BucketsIter<'_> {
         match self {
-            Fine::One(r) => FineIter::One(r.iter_from(from)),
-            Fine::Span(r) => FineIter::Span(r.iter_from(from)),
+            Buckets::One(r) => BucketsIter::One(r.iter_from(from)),
+            Buckets::Span(r) => BucketsIter::Span(r.iter_from(from)),
+            Buckets::Floor(r) => BucketsIter::Floor(r.iter_from(from)),
         }
     }
     fn clear(&mut self) {
-        match self {
-            Fine::One(r) => r.clear(),
-            Fine::Span(r) => r.clear(),
-        }
+        each!(self, r => r.clear())
     }
     #[cfg(test)]
     fn heap_bytes(&self) -> usize {
-        match self {
-            Fine::One(r) => r.heap_bytes(),
-            Fine::Span(r) => r.heap_bytes(),
-        }
+        each!(self, r => r.heap_bytes())
     }
 }
 
@@ -131,7 +151,7 @@ struct Coarse {
     resolution: f64,
     /// Coarse buckets of the whole window (what a full coarse tier would hold).
     capacity: usize,
-    past: Ring<Span>,
+    past: Buckets,
 }
 
 impl Coarse {
@@ -148,14 +168,7 @@ impl Coarse {
     /// Stores fine bucket `n` as it leaves the fine tier.
     fn absorb(&mut self, n: i64, span: Span, fine_resolution: f64) {
         let g = self.group(n, fine_resolution);
-        match self.past.newest() {
-            Some((p, _)) if p == g => {
-                if let Some(b) = self.past.newest_mut() {
-                    b.merge(span);
-                }
-            }
-            _ => self.past.push_new(g, span, |_, _| {}),
-        }
+        self.past.absorb(g, span);
     }
 
     /// Drops the stored buckets a full coarse tier whose newest is `newest` no longer keeps.
@@ -173,7 +186,7 @@ impl Coarse {
 /// not keeping ten minutes of 1-second buckets (a fifth of the memory).
 #[derive(Debug, Clone)]
 pub struct Series {
-    fine: Fine,
+    fine: Buckets,
     resolution: f64,
     /// Time and value of the newest sample folded in.
     last_t: Time,
@@ -191,7 +204,7 @@ pub struct Tier<'a> {
 impl Series {
     pub fn new(resolution: f64, window: f64) -> Self {
         Series {
-            fine: Fine::Span(Ring::new(capacity(window, resolution))),
+            fine: Buckets::Span(Ring::new(capacity(window, resolution))),
             resolution,
             last_t: f64::NEG_INFINITY,
             last: 0.0,
@@ -214,7 +227,7 @@ impl Series {
             coarse: Some(Coarse {
                 resolution: coarse_resolution,
                 capacity,
-                past: Ring::new(capacity.saturating_sub(spanned) + 1),
+                past: Buckets::Span(Ring::new(capacity.saturating_sub(spanned) + 1)),
             }),
             ..Series::new(resolution, fine_window)
         }
@@ -224,13 +237,41 @@ impl Series {
     /// at most once per bucket (once per analysis). A second value in a bucket, which only a
     /// clock stepping back brings, is kept as the higher of the two.
     pub fn one_value_a_bucket(mut self) -> Self {
-        let capacity = match &self.fine {
-            Fine::One(r) => r.capacity(),
-            Fine::Span(r) => r.capacity(),
-        };
+        let capacity = self.fine.capacity();
         self.clear();
-        self.fine = Fine::One(Ring::new(capacity));
+        self.fine = Buckets::One(Ring::new(capacity));
         self
+    }
+
+    /// The same series keeping only the least value of each bucket past its fine window (4
+    /// bytes a coarse bucket, not 8), for a series read there for its floors alone: the leak
+    /// test's minima. A bucket there reads its floor as its top.
+    pub fn floors_past(self) -> Self {
+        self.with_past(|n| Buckets::Floor(Ring::new(n)))
+    }
+
+    /// The same series keeping only the highest value of each bucket past its fine window (4
+    /// bytes a coarse bucket), for a series read there for its maxima alone (what a process
+    /// needed before the forecast's window). A bucket there reads its top as its floor.
+    pub fn peaks_past(self) -> Self {
+        self.with_past(|n| Buckets::One(Ring::new(n)))
+    }
+
+    fn with_past(mut self, kind: impl FnOnce(usize) -> Buckets) -> Self {
+        self.clear();
+        if let Some(c) = &mut self.coarse {
+            c.past = kind(c.past.capacity());
+        }
+        self
+    }
+
+    /// The same series keeping only the least value of every bucket, fine or coarse (4 bytes
+    /// each), for a series read for its floors alone. Its buckets read their floor as their
+    /// top; the newest sample's value is kept apart, as in every series.
+    pub fn floors_only(self) -> Self {
+        let mut s = self.floors_past();
+        s.fine = Buckets::Floor(Ring::new(s.fine.capacity()));
+        s
     }
 
     pub fn push(&mut self, t: Time, v: f64) {
@@ -350,7 +391,7 @@ impl Series {
             .map(move |(n, s)| (c.group(n, res), s))
             .skip_while(move |b| b.0 < reach)
             .peekable();
-        let mut past = c.past.iter().peekable();
+        let mut past = c.past.iter_from(i64::MIN).peekable();
         std::iter::from_fn(move || {
             let (g, mut span) = match past.next() {
                 Some(b) => b,
@@ -699,6 +740,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_floors_past_keeps_every_floor_in_four_bytes() {
+        for (seed, per_bucket) in [(5, 1), (6, 4), (7, 9)] {
+            let samples = irregular(seed, per_bucket, per_bucket > 1);
+            let mut s = Series::tiered(1.0, 120.0, 5.0, 600.0).floors_past();
+            for (i, &(t, v)) in samples.iter().enumerate() {
+                s.push(t, v);
+                if i % 97 == 0 || i + 1 == samples.len() {
+                    let seen = &samples[..=i];
+                    assert_eq!(read(&s, false), full_tier(seen, 1.0, 120), "fine at {i}");
+                    let floors = |b: Vec<(f64, f32, f32)>| -> Vec<(f64, f32)> {
+                        b.iter().map(|b| (b.0, b.1)).collect()
+                    };
+                    assert_eq!(
+                        floors(read(&s, true)),
+                        floors(full_tier(seen, 5.0, 120)),
+                        "coarse floors at {i}"
+                    );
+                }
+            }
+        }
+        let mut s = Series::tiered(1.0, 120.0, 5.0, 600.0).floors_past();
+        for i in 0..6000 {
+            s.push(i as f64 * 0.1, 1e9 + (i % 7) as f64);
+        }
+        // 120 fine buckets of 8 bytes, the 97 coarse ones past them of 4.
+        assert!(
+            s.heap_bytes() <= 120 * 8 + 97 * 4 + 2 * 64,
+            "{}",
+            s.heap_bytes()
+        );
+    }
+
+    #[test]
+    fn a_series_of_floors_only_keeps_every_floor_in_four_bytes() {
+        let samples = irregular(8, 4, true);
+        let mut s = Series::tiered(1.0, 120.0, 5.0, 600.0).floors_only();
+        let floors =
+            |b: Vec<(f64, f32, f32)>| -> Vec<(f64, f32)> { b.iter().map(|b| (b.0, b.1)).collect() };
+        for (i, &(t, v)) in samples.iter().enumerate() {
+            s.push(t, v);
+            if i % 97 == 0 || i + 1 == samples.len() {
+                let seen = &samples[..=i];
+                assert_eq!(floors(read(&s, false)), floors(full_tier(seen, 1.0, 120)));
+                assert_eq!(floors(read(&s, true)), floors(full_tier(seen, 5.0, 120)));
+            }
+        }
+        let &(t, v) = samples.iter().max_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+        assert_eq!(
+            s.last(),
+            Some((t, v as f32 as f64)),
+            "the newest sample's value"
+        );
+        assert!(
+            s.heap_bytes() <= 120 * 4 + 97 * 4 + 2 * 64,
+            "{}",
+            s.heap_bytes()
+        );
     }
 
     #[test]

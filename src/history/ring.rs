@@ -15,13 +15,22 @@ const MAX_GAP: u32 = (1 << 23) - 1;
 
 /// What a bucket keeps of the samples folded into it.
 pub(super) trait Payload: Copy {
-    fn first(v: f32) -> Self;
-    fn fold(&mut self, v: f32);
+    /// A bucket of what `s` spans.
+    fn of(s: Span) -> Self;
+    /// Folds the span of more samples in.
+    fn merge(&mut self, s: Span);
     fn span(&self) -> Span;
     /// A marker of `n` skipped buckets (1..=MAX_GAP).
     fn gap(n: u32) -> Self;
     /// The buckets this marker stands for, if it is one.
     fn skipped(&self) -> Option<u32>;
+
+    fn first(v: f32) -> Self {
+        Self::of(Span { min: v, max: v })
+    }
+    fn fold(&mut self, v: f32) {
+        self.merge(Span { min: v, max: v });
+    }
 }
 
 fn marker(n: u32) -> f32 {
@@ -33,14 +42,14 @@ fn marked(v: f32) -> Option<u32> {
 }
 
 /// A bucket of a view pushed once per bucket (one analysis a second): 4 bytes, its one value.
+/// A second value comes only when the clock steps back. The bucket keeps the higher one:
+/// these views are high-water marks, read for their maxima.
 impl Payload for f32 {
-    fn first(v: f32) -> Self {
-        v
+    fn of(s: Span) -> Self {
+        s.max
     }
-    /// A second value comes only when the clock steps back. The bucket keeps the higher one:
-    /// these views are high-water marks, read for their maxima.
-    fn fold(&mut self, v: f32) {
-        *self = self.max(v);
+    fn merge(&mut self, s: Span) {
+        *self = self.max(s.max);
     }
     fn span(&self) -> Span {
         Span {
@@ -53,6 +62,32 @@ impl Payload for f32 {
     }
     fn skipped(&self) -> Option<u32> {
         marked(*self)
+    }
+}
+
+/// A bucket that keeps the least of its samples only: 4 bytes, for the long past of a series
+/// read there for its floors alone (the leak test's minima). It reads its floor as its top.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Floor(f32);
+
+impl Payload for Floor {
+    fn of(s: Span) -> Self {
+        Floor(s.min)
+    }
+    fn merge(&mut self, s: Span) {
+        self.0 = self.0.min(s.min);
+    }
+    fn span(&self) -> Span {
+        Span {
+            min: self.0,
+            max: self.0,
+        }
+    }
+    fn gap(n: u32) -> Self {
+        Floor(marker(n))
+    }
+    fn skipped(&self) -> Option<u32> {
+        marked(self.0)
     }
 }
 
@@ -73,11 +108,11 @@ impl Span {
 }
 
 impl Payload for Span {
-    fn first(v: f32) -> Self {
-        Span { min: v, max: v }
+    fn of(s: Span) -> Self {
+        s
     }
-    fn fold(&mut self, v: f32) {
-        self.merge(Span { min: v, max: v });
+    fn merge(&mut self, s: Span) {
+        Span::merge(self, s);
     }
     fn span(&self) -> Span {
         *self
@@ -240,6 +275,7 @@ impl<P: Payload> Ring<P> {
         }
     }
 
+    #[cfg(test)]
     pub fn iter(&self) -> Iter<'_, P> {
         self.iter_from(i64::MIN)
     }
