@@ -344,6 +344,26 @@ const ALLOWED: &[Allowance] = &[
     allow("h200-c-multi-leak-4", None, "critical", 36.0),
     allow("h200-c-multi-leak-4", Some("no client"), "critical", 0.0),
     allow("h200-c-multi-leak-4", Some("slower ×2"), "slower", 0.0),
+    // Held out, reearned-eighth (four H100s side by side, data/results/
+    // h100x4-2026-11-27-eighth): trials whose leak outgrows their caches, so that NVML alone
+    // sees each take segment after segment. Critical held 52-84 s ahead in every variant but
+    // twice as slow, with and without the client (live, client / NVML alone: 68 / 73, 41 / 46,
+    // 50 / 40 s); the healthy sweep of three trials beside 3 GiB free never at high. Short:
+    // - four trials at two rates: high from 57-64 s (target 90), the ETA within 35 % at 4-32 %
+    //   of the seconds, its bounds 33-36 %; twice as slow, critical 31 s ahead;
+    allow("c-multi-leak-6", None, "high", 57.0),
+    allow("c-multi-leak-6", None, "eta", 0.04),
+    allow("c-multi-leak-6", None, "bounds", 0.33),
+    allow("c-multi-leak-6", Some("slower ×2"), "slower", 31.0),
+    // - two trials that keep logits every other step: high from 55 s without the client, the
+    //   ETA within 35 % at 21 %, bounds 23 %; twice as slow, the allocator's bytes grow
+    //   smoothly and the ETA stays near 90 s for 100 s while the room closes by one
+    //   segment's step: high from 303 s, critical only at the failure.
+    allow("c-multi-leak-7", Some("no client"), "high", 54.0),
+    allow("c-multi-leak-7", None, "eta", 0.2),
+    allow("c-multi-leak-7", None, "bounds", 0.23),
+    allow("c-multi-leak-7", Some("slower ×2"), "slower", 0.0),
+    allow("c-multi-leak-7", Some("slower ×2"), "early", 304.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

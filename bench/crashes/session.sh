@@ -9,7 +9,7 @@
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
 #                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
 #                                                 reearned-x4, reearned-final, reearned-fifth,
-#                                                 reearned-sixth, reearned-seventh (four GPUs)
+#                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -60,6 +60,7 @@ reearned-final) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-fifth) BUDGET_S=${BUDGET_S:-520} ;;
 reearned-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1080 || echo 540)} ;;
 reearned-seventh) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1040 || echo 520)} ;;
+reearned-eighth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 960 || echo 480)} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -454,6 +455,30 @@ reearned-seventh)
     GPU=$G3 rec h-ckpt-gather-9 220 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 30 --fraction 0.6 --gather-fraction 0.2 --seed 69
     pause 10
     GPU=$G3 rec h-empty-cache-2 200 healthy $W healthy-empty-cache --duration 170 --seed 70
+  }
+  four_lanes
+  pause 20
+  ;;
+reearned-eighth)
+  # Held out from the work after reearned-seventh (every run to holdout, scored once): several
+  # processes of one sweep on one GPU. Trials that leak with room for several of their
+  # allocator's segments each after their cache is used, so that NVML alone sees them grow
+  # (three alike; four at two rates; two at one every other step), and a healthy sweep of three
+  # trials that keep nothing and leave 3 GiB of the card free.
+  trials() { # N GROWTH_S EVERY SEED0: N sweep trials together, EVERY the trial's own (k: its index)
+    echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  }
+  lane0() {
+    GPU=0 rec c-multi-leak-5 420 "" bash -c "$(trials 3 300 1 81)"
+  }
+  lane1() {
+    GPU=1 rec c-multi-leak-6 400 "" bash -c "$(trials 4 240 '$((k % 2 + 1))' 84)"
+  }
+  lane2() {
+    GPU=$G2 rec h-sweep-2 300 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration 200 --seed \$((k + 88)) & done; wait"
+  }
+  lane3() {
+    GPU=$G3 rec c-multi-leak-7 360 "" bash -c "$(trials 2 200 2 91)"
   }
   four_lanes
   pause 20

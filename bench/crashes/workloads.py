@@ -398,7 +398,9 @@ def sweep_trial(a):
     trials meet at ``--sync-at`` (a Unix time): they measure their leak together for
     ``--measure-s``, then one after another each takes its share of the card (what a larger
     model of each trial would hold) so that together they leave about ``trials × rate ×
-    growth_s`` free, then all leak from the same moment until a real out-of-memory error."""
+    growth_s`` free, then all leak from the same moment until a real out-of-memory error.
+    With ``--every 0`` the trials keep nothing (a healthy sweep): they take their shares so
+    that ``--leave-gib`` stays free, then train for ``--duration`` seconds and end."""
     tr = GptTrainer(batch=a.batch or 8, seq=512)
     kept = []
     n = [0]
@@ -406,7 +408,7 @@ def sweep_trial(a):
     def leak_step():
         out = tr.step()
         n[0] += 1
-        if n[0] % a.every == 0:
+        if a.every and n[0] % a.every == 0:
             kept.append(out.logits[:, -a.keep_positions :].detach().float().clone())
 
     def train_until(t):
@@ -424,7 +426,7 @@ def sweep_trial(a):
         leak_step()
     torch.cuda.synchronize()
     rate = (torch.cuda.memory_allocated() - a0) / (time.time() - t0)
-    room = a.trials * rate * a.growth_s
+    room = a.trials * rate * a.growth_s if a.every else a.leave_gib * GiB
     train_until(a.sync_at + a.measure_s + 1 + 2 * a.trial)
     share = max(0, free_bytes() - int(room)) // (a.trials - a.trial)
     _resident = torch.empty(share, dtype=torch.uint8, device=DEV) if share else None
@@ -432,7 +434,10 @@ def sweep_trial(a):
     log("trial %d leaks %.0f MiB/s; holds %.1f GiB more; %.1f GiB free" % (a.trial, rate / MiB, share / GiB, free_bytes() / GiB))
     train_until(a.sync_at + a.measure_s + 2 + 2 * a.trials)
     mark("model_ready")
-    run_until_oom(leak_step, "trial %d" % a.trial)
+    if a.every:
+        run_until_oom(leak_step, "trial %d" % a.trial)
+    train_until(time.time() + a.duration)
+    log("trial %d trained %.0f s and ends" % (a.trial, a.duration))
 
 
 # --------------------------------------------------------------------------------- healthy
@@ -516,13 +521,16 @@ def dry_run(a):
               % (a.train_s + 1, fails - 1, fails, fails * (a.train_s + 1)))
     elif m == "sweep-trial":
         free = total - ASSUME_CONTEXT - a.trials * (ASSUME_CONTEXT + ASSUME_TRAINER)
-        room = a.trials * ASSUME_TRIAL_LEAK * a.growth_s
+        room = a.trials * ASSUME_TRIAL_LEAK * a.growth_s if a.every else a.leave_gib * GiB
         go = a.measure_s + 2 + 2 * a.trials
         print("  at the sync time: %.0f s of leak measured together; trials take their shares at +%s s; all leak from +%.0f s"
               % (a.measure_s, [a.measure_s + 1 + 2 * k for k in range(a.trials)], go))
         print("  each trial's share %.1f GiB of %.1f GiB free, leaving %.1f GiB (%d trials x %.0f MiB/s x %.0f s);"
               " out of memory about %.0f s after the sync time"
               % ((free - room) / a.trials / GiB, free / GiB, room / GiB, a.trials, ASSUME_TRIAL_LEAK / MiB, a.growth_s, go + a.growth_s))
+        if not a.every:
+            print("  (--every 0: nothing kept; %.1f GiB left free, %.0f s of training, then the trials end)"
+                  % (room / GiB, a.duration))
     else:
         sys.exit("%s has no schedule to print (--dry-run is for the planned jobs)" % m)
 
