@@ -187,11 +187,22 @@ impl Engine {
         let mut vanished: Vec<ProcKey> = Vec::new();
         for &pid in was_listed {
             key.0 = pid;
-            if self.procs.get(&key).is_some_and(|p| {
-                !p.listed_now
-                    && p.last_report.is_none()
-                    && incident::inferred_oom(free_before, p.last_rise)
-            }) {
+            let Some(p) = self
+                .procs
+                .get(&key)
+                .filter(|p| !p.listed_now && p.last_report.is_none())
+            else {
+                continue;
+            };
+            // A rise that a load which then ended took is no step the process was taking
+            // when it went: it had settled since (a model loaded, then served).
+            let step = p
+                .last_rise
+                .filter(|(at, _)| p.demand.loaded_from().is_none_or(|l| *at > l))
+                .map(|(_, bytes)| bytes);
+            let inferred = incident::inferred_oom(free_before, step);
+            tracing::debug!(at = t, pid, free_before, last_rise = ?p.last_rise, loaded_from = ?p.demand.loaded_from(), inferred, "vanished without a client");
+            if inferred {
                 vanished.push(key.clone());
             }
         }

@@ -134,9 +134,9 @@ struct ProcState {
     /// Its failed requests as its client's events and its allocator's counter tell them,
     /// counted once, and grouped into out-of-memory events.
     ooms: ProcessOoms,
-    /// The last rise of NVML's bytes while it does not report: the step an inferred OOM
-    /// compares the GPU's free memory with.
-    last_rise: Option<u64>,
+    /// The last rise of NVML's bytes while it does not report (when, and by how much): the
+    /// step an inferred OOM compares the GPU's free memory with.
+    last_rise: Option<(Time, u64)>,
     identity: Identity,
     phase: Option<String>,
     phase_entries: BTreeMap<String, u64>,
@@ -431,7 +431,7 @@ impl Engine {
                 if !st.reporting(t, report_ttl) {
                     if let Some(prev) = st.nvml_used.filter(|&u| p.used_bytes > u) {
                         st.demand.driver_rise(t, (p.used_bytes - prev) as f64);
-                        st.last_rise = Some(p.used_bytes - prev);
+                        st.last_rise = Some((t, p.used_bytes - prev));
                     }
                 }
                 st.nvml_used = Some(p.used_bytes);

@@ -646,6 +646,15 @@ fn a_process_without_a_client_that_vanishes_from_a_full_gpu_is_an_inferred_oom()
     }
     e.observe(&listed_only(10.0, &[], 95 << 30));
     assert!(e.snapshot().gpus[0].oom_events.is_empty());
+    // A process whose last rise was a load, which then ended (it served flat for minutes
+    // beside 3 GiB free, less than that rise): its exit is the end of a job too.
+    let mut e = Engine::new(&Config::default(), "test");
+    for i in 0..300 {
+        let used = if i < 30 { 4u64 << 30 } else { 20 << 30 };
+        e.observe(&listed_only(i as f64, &[(40, used)], 3 << 30));
+    }
+    e.observe(&listed_only(300.0, &[], 95 << 30));
+    assert!(e.snapshot().gpus[0].oom_events.is_empty());
     // And a process with a client says so itself: nothing is inferred.
     let mut e = Engine::new(&Config::default(), "test");
     let full = |t, pids: &[u32]| {
