@@ -162,8 +162,10 @@ const ALLOWED: &[Allowance] = &[
     allow("c-multi-leak", None, "critical", 40.0),
     allow("c-multi-leak", Some("no client"), "critical", 0.0),
     //   Since a trial's growth fills the free block its own cache holds before it closes
-    //   the others' room (2026-11-27): twice as slow 1 s, held out 26 s.
-    allow("c-multi-leak", Some("slower ×2"), "slower", 1.0),
+    //   the others' room (2026-11-27): twice as slow 1 s, held out 26 s; since the trials'
+    //   staircases fill the room step by step, 0 s twice as slow (one segment each, then the
+    //   crash, twice as far apart: the step that fails is one gap of the staircase away).
+    allow("c-multi-leak", Some("slower ×2"), "slower", 0.0),
     allow("c-multi-leak-2", None, "critical", 25.0),
     // - Reinforcement-learning rounds whose peaks rise to a crash: critical from the fourth
     //   round's peak on, 73 s ahead (held out 34 s: its fourth peak comes 34 s before the
@@ -345,25 +347,27 @@ const ALLOWED: &[Allowance] = &[
     allow("h200-c-multi-leak-4", Some("no client"), "critical", 0.0),
     allow("h200-c-multi-leak-4", Some("slower ×2"), "slower", 0.0),
     // Held out, reearned-eighth (four H100s side by side, data/results/
-    // h100x4-2026-11-27-eighth): trials whose leak outgrows their caches, so that NVML alone
-    // sees each take segment after segment. Critical held 52-84 s ahead in every variant but
-    // twice as slow, with and without the client (live, client / NVML alone: 68 / 73, 41 / 46,
-    // 50 / 40 s); the healthy sweep of three trials beside 3 GiB free never at high. Short:
-    // - four trials at two rates: high from 57-64 s (target 90), the ETA within 35 % at 4-32 %
-    //   of the seconds, its bounds 33-36 %; twice as slow, critical 31 s ahead;
+    // h100x4-2026-11-27-eighth) and its check on two (h100x2-2026-11-27-eighth-check):
+    // trials whose leak outgrows their caches, so that NVML alone sees each take segment after
+    // segment. Live, one page each, client / NVML alone: 68 / 73, 41 / 46, 50 / 40, 42 / 47 s
+    // ahead; the healthy sweeps of three trials beside 3 GiB free never at high. Since the
+    // staircases of several processes fill the room step by step (`oom::first_step_short`),
+    // critical is held 52-59 s ahead in every variant, twice as slow included. Short:
+    // - high from 55-64 s where the growth lasted longer (target 90), without the client for
+    //   the trials that keep logits every other step, in every variant for four trials at
+    //   two rates; the ETA within 35 % at 29-37 % of the seconds, its bounds 33-39 %;
     allow("c-multi-leak-6", None, "high", 57.0),
-    allow("c-multi-leak-6", None, "eta", 0.04),
-    allow("c-multi-leak-6", None, "bounds", 0.33),
-    allow("c-multi-leak-6", Some("slower ×2"), "slower", 31.0),
-    // - two trials that keep logits every other step: high from 55 s without the client, the
-    //   ETA within 35 % at 21 %, bounds 23 %; twice as slow, the allocator's bytes grow
-    //   smoothly and the ETA stays near 90 s for 100 s while the room closes by one
-    //   segment's step: high from 303 s, critical only at the failure.
+    allow("c-multi-leak-6", None, "eta", 0.28),
+    allow("c-multi-leak-6", None, "bounds", 0.32),
     allow("c-multi-leak-7", Some("no client"), "high", 54.0),
-    allow("c-multi-leak-7", None, "eta", 0.2),
-    allow("c-multi-leak-7", None, "bounds", 0.23),
-    allow("c-multi-leak-7", Some("slower ×2"), "slower", 0.0),
-    allow("c-multi-leak-7", Some("slower ×2"), "early", 304.0),
+    allow("c-multi-leak-7", None, "eta", 0.33),
+    allow("c-multi-leak-7", None, "bounds", 0.33),
+    allow("c-multi-leak-8", Some("no client"), "high", 56.0),
+    allow("c-multi-leak-8", None, "eta", 0.33),
+    allow("c-multi-leak-8", None, "bounds", 0.33),
+    // - twice as slow, the two trials' allocator's bytes grow smoothly from early on: high,
+    //   and one phase's first critical, 307 s before the failure (target 300).
+    allow("c-multi-leak-7", Some("slower ×2"), "early", 308.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -61,6 +61,7 @@ reearned-fifth) BUDGET_S=${BUDGET_S:-520} ;;
 reearned-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1080 || echo 540)} ;;
 reearned-seventh) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1040 || echo 520)} ;;
 reearned-eighth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 960 || echo 480)} ;;
+reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -482,6 +483,20 @@ reearned-eighth)
   }
   four_lanes
   pause 20
+  ;;
+reearned-eighth-check)
+  # The eighth plan's healthy sweep and its two trials again, side by side on two GPUs: the
+  # live check that trials ending together beside 3 GiB free are no inferred OOM, while a
+  # trial that runs out still is one on NVML alone.
+  trials() {
+    echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
+  }
+  GPU=0 rec h-sweep-3 300 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration 200 --seed \$((k + 93)) & done; wait" &
+  slots=($!)
+  GPU=1 rec c-multi-leak-8 300 "" bash -c "$(trials 2 200 2 96)" &
+  slots+=($!)
+  wait "${slots[@]}"
+  pause 15
   ;;
 reearned-check)
   # A short live check on two GPUs side by side: the checkpoint gather (healthy) and the

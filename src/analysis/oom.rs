@@ -132,21 +132,15 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     if rest.is_some_and(|r| r + MIN_STEP_BYTES <= room) {
         return None;
     }
-    let seconds = match growing.as_slice() {
-        // One staircase: the first step that no longer fits fails, when it comes. Steps of
-        // `step` every `gap` seconds leave room for `fits` more. A step that is late makes
-        // the gaps that long: the ETA grows while the step does not come.
-        [t @ Trend {
-            stairs: Some(s), ..
-        }] if room >= 0.0 => {
-            // A staircase is extrapolated over at most `STAIRS_EXTRAPOLATION` times the steps
-            // it has shown: two steps and room for six more is a rise that may well end (a
-            // checkpoint's copy taken twice), not a schedule to count down.
-            let fits = (room / s.step).floor();
-            if fits >= STAIRS_EXTRAPOLATION * s.count as f64 {
-                // A reading that cannot say when does not silence one that can: the
-                // high-water mark may catch one large step in small parts that the need
-                // shows whole. The one growing part is the one with a trend.
+    let seconds = if room < 0.0 {
+        0.0
+    } else if growing.iter().any(|t| t.stairs.is_some()) {
+        match first_step_short(room, &growing) {
+            Some(s) => s,
+            // A reading that cannot say when does not silence one that can: the high-water
+            // mark may catch one large step in small parts that the need shows whole. The
+            // one growing part is the one with a trend.
+            None if growing.len() == 1 => {
                 let j = parts.iter().position(|d| d.trend.is_some())?;
                 let alt = parts[j].fallback?;
                 let mut parts = parts.to_vec();
@@ -154,11 +148,10 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
                 parts[j].fallback = None;
                 return eta(capacity, &parts, i, p);
             }
-            // A step late by some seconds is expected that much later again.
-            let next = (s.gap - t.quiet).abs();
-            next + fits * s.gap.max(t.quiet)
+            None => return None,
         }
-        _ => (room / slope).max(0.0),
+    } else {
+        room / slope
     };
     // The trend that contributes most decides how far ahead we may look.
     let span = growing
@@ -175,6 +168,49 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         slope,
         headroom: room,
     })
+}
+
+/// When the room no longer holds what the growing trends add, where one of them at least is a
+/// staircase: each staircase's steps come on its own schedule, each smooth trend takes its
+/// slope, and the first step that does not fit fails (or the room runs out under the smooth
+/// ones between steps). Several processes stepping together fill the room step by step, as
+/// one does: between their steps the ETA counts down to the next one that cannot fit, not the
+/// room over their summed slopes, which stands still while the steps are apart.
+///
+/// A staircase's next step is due its gap after the last; one that is late by some seconds is
+/// expected that much later again, and every gap after it is that long: the ETA grows while a
+/// step does not come. It is extrapolated over at most `STAIRS_EXTRAPOLATION` times the steps
+/// it has shown: two steps and room for six more is a rise that may well end (a checkpoint's
+/// copy taken twice), not a schedule to count down. `None` where the steps the evidence
+/// supports all fit and nothing smooth grows.
+fn first_step_short(room: f64, growing: &[&Trend]) -> Option<f64> {
+    let smooth: f64 = growing
+        .iter()
+        .filter(|t| t.stairs.is_none())
+        .map(|t| t.slope)
+        .sum();
+    let mut steps: Vec<(f64, f64)> = growing
+        .iter()
+        .filter_map(|t| t.stairs.map(|s| (t.quiet, s)))
+        .flat_map(|(quiet, s)| {
+            let next = (s.gap - quiet).abs();
+            let every = s.gap.max(quiet);
+            let supported = (STAIRS_EXTRAPOLATION * s.count as f64) as usize;
+            (0..supported).map(move |k| (next + k as f64 * every, s.step))
+        })
+        .collect();
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut taken = 0.0;
+    for (at, step) in steps {
+        if smooth > 0.0 && taken + smooth * at > room {
+            return Some((room - taken) / smooth);
+        }
+        taken += step;
+        if taken + smooth * at > room {
+            return Some(at);
+        }
+    }
+    (smooth > 0.0).then(|| (room - taken) / smooth)
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -506,6 +542,28 @@ mod tests {
         // With less room than a step, the next step fails: at 120.
         let e = eta(stair(now) + 0.5 * GIB, &[p], 0, &params()).unwrap();
         assert!((e.seconds - 10.0).abs() < 1.0, "{}", e.seconds);
+    }
+
+    #[test]
+    fn staircases_of_several_processes_fill_the_room_step_by_step() {
+        // Two processes each +1 GiB every 60 s, together, the last steps at t = 120; 1.5 GiB of
+        // room: one step fits, the two together do not, at 180. Between the steps the ETA
+        // counts down to them; their summed slopes over the room would stand still at 45 s.
+        let stair = |t: f64| 10.0 * GIB + (t / 60.0).floor() * GIB;
+        let at = |now: f64| {
+            let t = trend(stair, now).expect("a staircase");
+            assert!(t.stairs.is_some(), "{t:?}");
+            let p = part(stair(now), stair(now), Some(t), now);
+            let cap = 2.0 * stair(120.0) + 1.5 * GIB;
+            eta(cap, &[p, p], 0, &params()).expect("an ETA").seconds
+        };
+        assert!((at(125.0) - 55.0).abs() < 1.0, "{}", at(125.0));
+        assert!((at(165.0) - 15.0).abs() < 1.0, "{}", at(165.0));
+        // With room for both steps and one more, the third step of either fails, a gap later.
+        let t = trend(stair, 125.0).unwrap();
+        let p = part(stair(125.0), stair(125.0), Some(t), 125.0);
+        let e = eta(2.0 * stair(120.0) + 2.5 * GIB, &[p, p], 0, &params()).unwrap();
+        assert!((e.seconds - 115.0).abs() < 1.0, "{}", e.seconds);
     }
 
     #[test]
