@@ -368,6 +368,14 @@ const ALLOWED: &[Allowance] = &[
     // - twice as slow, the two trials' allocator's bytes grow smoothly from early on: high,
     //   and one phase's first critical, 307 s before the failure (target 300).
     allow("c-multi-leak-7", Some("slower ×2"), "early", 308.0),
+    // Held out, reearned-ninth (two H200s, data/results/h200x2-2026-11-27-ninth): two trials at
+    // half c-multi-leak-7's pace, paged live 41 / 46 s ahead (client / NVML alone), critical
+    // held 54 s in replay, its bounds holding the truth at 74 %. Twice as slow again, never
+    // critical (high for 396 s): each trial's allocator peak rises smoothly inside its cache,
+    // the room is measured from what the trials hold, which moves only when one takes a
+    // segment, so the ETA stands at 142 s for the last 90 s before the failure.
+    allow("h200-c-multi-leak-9", None, "bounds", 0.74),
+    allow("h200-c-multi-leak-9", Some("slower ×2"), "slower", 0.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -9,7 +9,8 @@
 #                                                 staircase-and-cache, expandable-and-staircase, slow-leak, long,
 #                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
 #                                                 reearned-x4, reearned-final, reearned-fifth,
-#                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs)
+#                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
+#                                                 reearned-eighth-check, reearned-ninth (two GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -62,6 +63,7 @@ reearned-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1080 || ec
 reearned-seventh) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1040 || echo 520)} ;;
 reearned-eighth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 960 || echo 480)} ;;
 reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
+reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -150,6 +152,13 @@ four_lanes() {
     pause 20
     side_by_side lane2 lane3
   fi
+}
+
+# trials N GROWTH_S EVERY SEED0: the command of N sweep trials started together on one GPU, each
+# keeping logits every EVERY steps (an expression of k, the trial's index, may stand for it);
+# when the first ends (its out-of-memory error), the others are stopped 15 s later.
+trials() {
+  echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
 }
 
 pause() {
@@ -466,9 +475,6 @@ reearned-eighth)
   # allocator's segments each after their cache is used, so that NVML alone sees them grow
   # (three alike; four at two rates; two at one every other step), and a healthy sweep of three
   # trials that keep nothing and leave 3 GiB of the card free.
-  trials() { # N GROWTH_S EVERY SEED0: N sweep trials together, EVERY the trial's own (k: its index)
-    echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
-  }
   lane0() {
     GPU=0 rec c-multi-leak-5 420 "" bash -c "$(trials 3 300 1 81)"
   }
@@ -488,12 +494,21 @@ reearned-eighth-check)
   # The eighth plan's healthy sweep and its two trials again, side by side on two GPUs: the
   # live check that trials ending together beside 3 GiB free are no inferred OOM, while a
   # trial that runs out still is one on NVML alone.
-  trials() {
-    echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
-  }
   GPU=0 rec h-sweep-3 300 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration 200 --seed \$((k + 93)) & done; wait" &
   slots=($!)
   GPU=1 rec c-multi-leak-8 300 "" bash -c "$(trials 2 200 2 96)" &
+  slots+=($!)
+  wait "${slots[@]}"
+  pause 15
+  ;;
+reearned-ninth)
+  # Held out from the work after reearned-eighth-check, on two GPUs side by side: two trials
+  # that keep logits every fourth step (half the pace of c-multi-leak-7, whose replay twice as
+  # slow was paged only at the failure before `oom::first_step_short`), and a healthy sweep of
+  # three trials that end one after another beside 3 GiB free.
+  GPU=0 rec c-multi-leak-9 440 "" bash -c "$(trials 2 300 4 101)" &
+  slots=($!)
+  GPU=1 rec h-sweep-4 330 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration \$((120 + 60 * k)) --seed \$((k + 104)) & done; wait" &
   slots+=($!)
   wait "${slots[@]}"
   pause 15
