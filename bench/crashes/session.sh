@@ -161,6 +161,13 @@ trials() {
   echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --growth-s $2 --every $3 --seed \$((k + $4)) & done; wait -n; first=\$?; sleep 15; kill \$(jobs -p) 2>/dev/null; wait; exit \$first"
 }
 
+# quiet_trials N DURATION SEED0: the command of N sweep trials that keep nothing (a healthy
+# sweep), taking the card but 3 GiB, each training DURATION seconds (an expression of k may
+# stand for it), then ending.
+quiet_trials() {
+  echo "at=\$((\$(date +%s) + 30)); for k in \$(seq 0 $(($1 - 1))); do $W sweep-trial --trial \$k --trials $1 --sync-at \$at --every 0 --leave-gib 3 --duration $2 --seed \$((k + $3)) & done; wait"
+}
+
 pause() {
   if [ -n "$PLAN_ONLY" ]; then PLANNED=$((PLANNED + $1)); else sleep "$1"; fi
 }
@@ -482,7 +489,7 @@ reearned-eighth)
     GPU=1 rec c-multi-leak-6 400 "" bash -c "$(trials 4 240 '$((k % 2 + 1))' 84)"
   }
   lane2() {
-    GPU=$G2 rec h-sweep-2 300 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration 200 --seed \$((k + 88)) & done; wait"
+    GPU=$G2 rec h-sweep-2 300 healthy bash -c "$(quiet_trials 3 200 88)"
   }
   lane3() {
     GPU=$G3 rec c-multi-leak-7 360 "" bash -c "$(trials 2 200 2 91)"
@@ -494,7 +501,7 @@ reearned-eighth-check)
   # The eighth plan's healthy sweep and its two trials again, side by side on two GPUs: the
   # live check that trials ending together beside 3 GiB free are no inferred OOM, while a
   # trial that runs out still is one on NVML alone.
-  GPU=0 rec h-sweep-3 300 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration 200 --seed \$((k + 93)) & done; wait" &
+  GPU=0 rec h-sweep-3 300 healthy bash -c "$(quiet_trials 3 200 93)" &
   slots=($!)
   GPU=1 rec c-multi-leak-8 300 "" bash -c "$(trials 2 200 2 96)" &
   slots+=($!)
@@ -508,7 +515,7 @@ reearned-ninth)
   # three trials that end one after another beside 3 GiB free.
   GPU=0 rec c-multi-leak-9 440 "" bash -c "$(trials 2 300 4 101)" &
   slots=($!)
-  GPU=1 rec h-sweep-4 330 healthy bash -c "at=\$((\$(date +%s) + 30)); for k in 0 1 2; do $W sweep-trial --trial \$k --trials 3 --sync-at \$at --every 0 --leave-gib 3 --duration \$((120 + 60 * k)) --seed \$((k + 104)) & done; wait" &
+  GPU=1 rec h-sweep-4 330 healthy bash -c "$(quiet_trials 3 '$((120 + 60 * k))' 104)" &
   slots+=($!)
   wait "${slots[@]}"
   pause 15

@@ -24,6 +24,8 @@
 
 use serde::Serialize;
 
+use crate::model::Time;
+
 use super::oom::{Risk, RiskLevel, RiskReason, MIN_STEP_BYTES};
 
 /// Who drives a GPU's risk: a process by pid, or `None` for memory no listed process accounts
@@ -190,10 +192,19 @@ pub fn candidate(contenders: &[Contender]) -> Option<Driver> {
 
 /// A process without a client that vanished: an OOM is inferred where the GPU's free memory,
 /// when it was last seen, was within a segment (`MIN_STEP_BYTES`) of full, or within the last
-/// step it grew by (the next such step could not fit).
-pub fn inferred_oom(free_before: u64, last_step: Option<u64>) -> bool {
-    let room = MIN_STEP_BYTES.max(last_step.unwrap_or(0) as f64);
-    (free_before as f64) <= room
+/// step it grew by (`last_rise`: when, and by how much; the next such step could not fit). A
+/// rise counts while the process still loads or once its loading has ended (`loaded_from`):
+/// the rise of a load that ended after it is no step under way when the process goes (a model
+/// loaded, then served).
+pub fn inferred_oom(
+    free_before: u64,
+    last_rise: Option<(Time, u64)>,
+    loaded_from: Option<Time>,
+) -> bool {
+    let step = last_rise
+        .filter(|(at, _)| loaded_from.is_none_or(|l| *at > l))
+        .map_or(0, |(_, bytes)| bytes);
+    (free_before as f64) <= MIN_STEP_BYTES.max(step as f64)
 }
 
 /// One process's OOMs as its two signals tell them, each OOM counted once.
@@ -1018,12 +1029,21 @@ mod tests {
     #[test]
     fn a_vanished_process_is_an_inferred_oom_only_on_a_full_gpu() {
         let mib = 1u64 << 20;
-        assert!(inferred_oom(40 * mib, None));
-        assert!(!inferred_oom(2048 * mib, None));
+        assert!(inferred_oom(40 * mib, None, None));
+        assert!(!inferred_oom(2048 * mib, None, None));
+        let step = Some((100.0, 786 * mib));
         assert!(
-            inferred_oom(500 * mib, Some(786 * mib)),
-            "its next step could not fit"
+            inferred_oom(500 * mib, step, Some(50.0)),
+            "its next step after loading could not fit"
         );
-        assert!(!inferred_oom(900 * mib, Some(786 * mib)));
+        assert!(
+            inferred_oom(500 * mib, step, None),
+            "a step of a load under way"
+        );
+        assert!(!inferred_oom(900 * mib, step, Some(50.0)));
+        assert!(
+            !inferred_oom(500 * mib, step, Some(100.0)),
+            "the rise of a load that ended: no step under way"
+        );
     }
 }

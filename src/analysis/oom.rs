@@ -134,7 +134,7 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     }
     let seconds = if room < 0.0 {
         0.0
-    } else if growing.iter().any(|t| t.stairs.is_some()) {
+    } else {
         match first_step_short(room, &growing) {
             Some(s) => s,
             // A reading that cannot say when does not silence one that can: the high-water
@@ -150,8 +150,6 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
             }
             None => return None,
         }
-    } else {
-        room / slope
     };
     // The trend that contributes most decides how far ahead we may look.
     let span = growing
@@ -170,10 +168,10 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     })
 }
 
-/// When the room no longer holds what the growing trends add, where one of them at least is a
-/// staircase: each staircase's steps come on its own schedule, each smooth trend takes its
-/// slope, and the first step that does not fit fails (or the room runs out under the smooth
-/// ones between steps). Several processes stepping together fill the room step by step, as
+/// When the room no longer holds what the growing trends add: each staircase's steps come on
+/// its own schedule, each smooth trend takes its slope (alone, they close the room at their
+/// summed slope), and the first step that does not fit fails (or the room runs out under the
+/// smooth ones between steps). Several processes stepping together fill the room step by step, as
 /// one does: between their steps the ETA counts down to the next one that cannot fit, not the
 /// room over their summed slopes, which stands still while the steps are apart.
 ///

@@ -194,13 +194,7 @@ impl Engine {
             else {
                 continue;
             };
-            // A rise that a load which then ended took is no step the process was taking
-            // when it went: it had settled since (a model loaded, then served).
-            let step = p
-                .last_rise
-                .filter(|(at, _)| p.demand.loaded_from().is_none_or(|l| *at > l))
-                .map(|(_, bytes)| bytes);
-            let inferred = incident::inferred_oom(free_before, step);
+            let inferred = incident::inferred_oom(free_before, p.last_rise, p.demand.loaded_from());
             tracing::debug!(at = t, pid, free_before, last_rise = ?p.last_rise, loaded_from = ?p.demand.loaded_from(), inferred, "vanished without a client");
             if inferred {
                 vanished.push(key.clone());
