@@ -192,19 +192,15 @@ pub fn candidate(contenders: &[Contender]) -> Option<Driver> {
 
 /// A process without a client that vanished: an OOM is inferred where the GPU's free memory,
 /// when it was last seen, was within a segment (`MIN_STEP_BYTES`) of full, or within the last
-/// step it grew by (`last_rise`: when, and by how much; the next such step could not fit). A
-/// rise counts while the process still loads or once its loading has ended (`loaded_from`):
+/// step it grew by (`rise`: when, and by how much; the next such step could not fit). A rise
+/// counts while the process still loads or once its loading has ended (`loaded`):
 /// the rise of a load that ended after it is no step under way when the process goes (a model
 /// loaded, then served).
-pub fn inferred_oom(
-    free_before: u64,
-    last_rise: Option<(Time, u64)>,
-    loaded_from: Option<Time>,
-) -> bool {
-    let step = last_rise
-        .filter(|(at, _)| loaded_from.is_none_or(|l| *at > l))
+pub fn inferred_oom(free: u64, rise: Option<(Time, u64)>, loaded: Option<Time>) -> bool {
+    let step = rise
+        .filter(|(at, _)| loaded.is_none_or(|l| *at > l))
         .map_or(0, |(_, bytes)| bytes);
-    (free_before as f64) <= MIN_STEP_BYTES.max(step as f64)
+    (free as f64) <= MIN_STEP_BYTES.max(step as f64)
 }
 
 /// One process's OOMs as its two signals tell them, each OOM counted once.
@@ -1032,18 +1028,11 @@ mod tests {
         assert!(inferred_oom(40 * mib, None, None));
         assert!(!inferred_oom(2048 * mib, None, None));
         let step = Some((100.0, 786 * mib));
-        assert!(
-            inferred_oom(500 * mib, step, Some(50.0)),
-            "its next step after loading could not fit"
-        );
-        assert!(
-            inferred_oom(500 * mib, step, None),
-            "a step of a load under way"
-        );
+        // Its next step after loading, or a step of a load under way, could not fit; the rise
+        // of a load that ended is no step under way.
+        assert!(inferred_oom(500 * mib, step, Some(50.0)));
+        assert!(inferred_oom(500 * mib, step, None));
         assert!(!inferred_oom(900 * mib, step, Some(50.0)));
-        assert!(
-            !inferred_oom(500 * mib, step, Some(100.0)),
-            "the rise of a load that ended: no step under way"
-        );
+        assert!(!inferred_oom(500 * mib, step, Some(100.0)));
     }
 }
