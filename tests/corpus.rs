@@ -370,12 +370,15 @@ const ALLOWED: &[Allowance] = &[
     allow("c-multi-leak-7", Some("slower ×2"), "early", 308.0),
     // Held out, reearned-ninth (two H200s, data/results/h200x2-2026-11-27-ninth): two trials at
     // half c-multi-leak-7's pace, paged live 41 / 46 s ahead (client / NVML alone), critical
-    // held 54 s in replay, its bounds holding the truth at 74 %. Twice as slow again, never
-    // critical (high for 396 s): each trial's allocator peak rises smoothly inside its cache,
-    // the room is measured from what the trials hold, which moves only when one takes a
-    // segment, so the ETA stands at 142 s for the last 90 s before the failure.
+    // held 54 s in replay, its bounds holding the truth at 74 %. Twice as slow again it was
+    // never critical (high for 396 s): each trial's allocator peak rises smoothly inside its
+    // cache and the room was measured from what the trials hold, which moves only when one
+    // takes a segment (ETA 142 s for the last 90 s). Since such a rise reaches the driver in
+    // segments on its own schedule (`oom::Segments`, 2026-11-27, fifth): the ETA counts down
+    // to the segment that no longer fits, critical 32 s ahead; it reads the cache as used up
+    // when the peak and one request fill it, and the cache fails a request before that.
     allow("h200-c-multi-leak-9", None, "bounds", 0.74),
-    allow("h200-c-multi-leak-9", Some("slower ×2"), "slower", 0.0),
+    allow("h200-c-multi-leak-9", Some("slower ×2"), "slower", 31.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

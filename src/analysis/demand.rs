@@ -67,6 +67,9 @@ fn coarsened(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
     out
 }
 
+/// Segments a process keeps the size of, however long ago it took them.
+const SEGMENTS_KEPT: usize = 8;
+
 /// The high-water mark of a process's allocated bytes is taken over this window: a step's
 /// peak is caught by a 1 s report only now and then, and the allocator's own peak only when it
 /// sets a new record.
@@ -138,7 +141,9 @@ pub struct Demand {
     loading: Loading,
     /// The allocator's peak of allocated bytes and when it last rose.
     peak: Option<(u64, Time)>,
-    /// Segments taken from the driver (time, bytes) within the window.
+    /// Segments taken from the driver (time, bytes) within the window, and at least the last
+    /// `SEGMENTS_KEPT` of any age: a slow job takes a segment now and then, and the size of
+    /// what it asks for does not change with its pace.
     segments: VecDeque<(Time, f64)>,
     /// What it needs to get through its next step, one point per analysis (fine over the
     /// window, coarser over the history: what it needed before the window).
@@ -178,6 +183,9 @@ pub struct Demand {
     /// serve (the peak and a request, a segment short of what it holds): that peak and request,
     /// the need the room is measured from instead of what it holds.
     served_need: Option<f64>,
+    /// Where its growth is a view of its peak that rises smoothly and the size of its requests
+    /// is known: how the driver will see that growth.
+    in_segments: Option<oom::Segments>,
 }
 
 impl Demand {
@@ -203,6 +211,7 @@ impl Demand {
             rounds: Rounds::new(),
             by_rounds: false,
             served_need: None,
+            in_segments: None,
             fallback: None,
         }
     }
@@ -270,7 +279,9 @@ impl Demand {
 
     /// One analysis at `now`: the need and held bytes of this moment, and the growth.
     pub fn update(&mut self, now: Time, m: &Moment, p: &DemandParams) {
-        while self.segments.front().is_some_and(|s| s.0 < now - p.window) {
+        while self.segments.len() > SEGMENTS_KEPT
+            && self.segments.front().is_some_and(|s| s.0 < now - p.window)
+        {
             self.segments.pop_front();
         }
         if m.active {
@@ -323,6 +334,7 @@ impl Demand {
         tracing::trace!(at = now, rounds = ?self.rounds, trend = rounds.is_some(), "demand rounds");
         self.by_rounds = false;
         self.served_need = None;
+        self.in_segments = None;
         let Some(loaded) = self.loaded_from() else {
             self.by_rounds = rounds.is_some();
             self.trend = rounds;
@@ -399,11 +411,21 @@ impl Demand {
                     && next <= block
                     && level + oom::MIN_STEP_BYTES <= self.held)
                     .then_some(level);
+                // Served there, a smooth rise reaches the driver in segments of the
+                // request's size, the first once the block no longer holds one.
+                self.in_segments = self
+                    .served_need
+                    .filter(|_| t.stairs.is_none() && request >= oom::MIN_STEP_BYTES)
+                    .map(|_| oom::Segments {
+                        cache: (self.held - level).max(0.0),
+                        size: request,
+                    });
             }
         }
         if let Some(r) = rounds.filter(|r| best.is_none_or(|b| r.slope > b.slope)) {
             self.by_rounds = true;
             self.served_need = None;
+            self.in_segments = None;
             best = Some(r);
             best_view = None;
         }
@@ -428,13 +450,14 @@ impl Demand {
         let cycles = self.gave_back_at.is_some_and(|t| t >= now - p.window)
             || self
                 .loaded_from()
-                .is_some_and(|l| self.segments.iter().any(|s| s.0 > l));
+                .is_some_and(|l| self.segments.iter().any(|s| s.0 > l.max(now - p.window)));
         DemandPart {
             need,
             held: self.held,
             asks: need > self.held || self.trend.is_some() || cycles,
             trend: self.trend,
             fallback: self.fallback.as_deref().copied(),
+            segments: self.in_segments,
         }
     }
 
@@ -710,6 +733,13 @@ mod tests {
         p.step(71.0, 31.0, 31.25);
         p.step(72.0, 31.0, 31.75);
         assert_eq!(p.demand.request(), 256.0 * MIB);
+        // A slow job takes its next segment long after: the size of what it asks for is
+        // remembered past the window (and with it, that it took memory after loading no
+        // longer makes it ask).
+        let later = 72.0 + 2.0 * p.p.window;
+        p.step(later, 31.0, 31.75);
+        assert_eq!(p.demand.request(), 256.0 * MIB);
+        assert!(!p.part(later).asks);
     }
 
     /// A process NVML lists with `bytes` that sends no reports.
@@ -889,7 +919,7 @@ mod tests {
     fn a_cache_serves_only_requests_of_a_known_size() {
         // Loaded to 20 GiB reserved; then allocated leaks at 0.02 GiB/s inside the cache, its
         // largest free block 3 GiB. `segments` GiB-sized segments were taken after loading.
-        let leak = |segments: u64| {
+        let leak = |segments: u64, block: f64| {
             let mut p = Proc::new(0.0);
             for t in 0..200 {
                 let taken = if t >= 60 {
@@ -909,7 +939,7 @@ mod tests {
                     reserved_bytes: (reserved * GIB) as u64,
                     allocated_peak_bytes: Some((allocated * GIB) as u64),
                     // Measured every tenth report only, as a client's snapshots are.
-                    largest_free_block_bytes: (t % 10 == 0).then_some((3.0 * GIB) as u64),
+                    largest_free_block_bytes: (t % 10 == 0).then_some((block * GIB) as u64),
                     segments: Some(10 + taken),
                     ..Default::default()
                 };
@@ -924,22 +954,38 @@ mod tests {
         };
         // Requests of 1 GiB, which the 3 GiB block serves: the need is the peak and one
         // request, below what the process holds.
-        let known = leak(2);
+        let known = leak(2, 3.0);
         assert!(
             known.need < known.held - GIB,
             "{} {}",
             known.need / GIB,
             known.held / GIB
         );
+        // The driver will see that smooth rise as 1 GiB segments, the first once the peak has
+        // used what the process holds beyond it and one request.
+        let seen = known
+            .segments
+            .expect("a rise served by its cache, in segments");
+        assert_eq!(seen.size, GIB);
+        assert!(
+            (seen.cache - (known.held - known.need)).abs() < 1.0,
+            "{seen:?}"
+        );
         // No segment taken since loading: the size of the request that would fail is unknown,
         // and the cache is not counted as room for it.
-        let unknown = leak(0);
+        let unknown = leak(0, 3.0);
         assert!(
             unknown.need >= unknown.held,
             "{} {}",
             unknown.need / GIB,
             unknown.held / GIB
         );
+        assert_eq!(unknown.segments, None);
+        // Split into blocks smaller than a request (fragmentation), the cache serves none: its
+        // rise is not read as segments to come later.
+        let split = leak(2, 0.5);
+        assert!(split.need >= split.held);
+        assert_eq!(split.segments, None);
     }
 
     #[test]

@@ -57,6 +57,24 @@ pub struct DemandPart {
     pub trend: Option<Trend>,
     /// Another credible reading of the same demand, less steep (`Demand`'s views).
     pub fallback: Option<Trend>,
+    /// Where its trend is a peak rising smoothly inside its cache: how the driver will see
+    /// that growth.
+    pub segments: Option<Segments>,
+}
+
+/// Segments of one process a forecast looks at, at most (141 GiB in 64 MiB segments is 2,256).
+const MAX_SEGMENTS: usize = 4096;
+
+/// A peak that rises smoothly inside a caching allocator's cache reaches the driver in
+/// segments: none while the cache serves its requests, then one of the request's size each
+/// time the peak has grown by that much. Several such processes take theirs each on its own
+/// schedule, and a segment comes whole or fails: room for one and a half is room for one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segments {
+    /// Bytes the peak can still rise before a request no longer fits what the process holds.
+    pub cache: f64,
+    /// Bytes of the segment it then takes: the size of its requests.
+    pub size: f64,
 }
 
 /// How far the truth strays from the point ETA beyond what the growth's confidence interval
@@ -108,6 +126,15 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         return None;
     }
     let growing: Vec<&Trend> = parts.iter().filter_map(|d| d.trend.as_ref()).collect();
+    let in_segments: Vec<(&Trend, Segments)> = parts
+        .iter()
+        .filter_map(|d| d.trend.as_ref().zip(d.segments))
+        .collect();
+    let in_steps: Vec<&Trend> = parts
+        .iter()
+        .filter(|d| d.segments.is_none())
+        .filter_map(|d| d.trend.as_ref())
+        .collect();
     let slope: f64 = growing.iter().map(|t| t.slope).sum();
     if slope <= 0.0 {
         return None;
@@ -118,14 +145,20 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         .map(|t| t.slope_lower.clamp(0.0, t.slope))
         .sum();
     // A growing neighbour fills its own cache (what it holds beyond its need) before it takes
-    // memory from the room: its steps are served there first.
+    // memory from the room: its steps are served there first. One that grows in segments
+    // takes them from the room on its own schedule, its own included.
     let slack: f64 = parts
         .iter()
         .enumerate()
-        .filter(|(j, d)| *j != i && d.trend.is_some())
+        .filter(|(j, d)| *j != i && d.trend.is_some() && d.segments.is_none())
         .map(|(_, d)| (d.held - d.need).max(0.0))
         .sum();
-    let room = headroom(capacity, parts, i) + slack;
+    let own = if d.trend.is_some() && d.segments.is_some() {
+        d.need - d.held
+    } else {
+        0.0
+    };
+    let room = headroom(capacity, parts, i) + own + slack;
     // Rises that slow towards a level the room holds with a segment to spare are over: a
     // load, a warm-up, a cache that fills ever more slowly.
     let rest: Option<f64> = growing.iter().map(|t| t.saturation).sum();
@@ -135,7 +168,7 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     let seconds = if room < 0.0 {
         0.0
     } else {
-        match first_step_short(room, &growing) {
+        match first_step_short(room, &in_steps, &in_segments) {
             Some(s) => s,
             // A reading that cannot say when does not silence one that can: the high-water
             // mark may catch one large step in small parts that the need shows whole. The
@@ -181,12 +214,22 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
 /// it has shown: two steps and room for six more is a rise that may well end (a checkpoint's
 /// copy taken twice), not a schedule to count down. `None` where the steps the evidence
 /// supports all fit and nothing smooth grows.
-fn first_step_short(room: f64, growing: &[&Trend]) -> Option<f64> {
+fn first_step_short(
+    room: f64,
+    growing: &[&Trend],
+    in_segments: &[(&Trend, Segments)],
+) -> Option<f64> {
     let smooth: f64 = growing
         .iter()
         .filter(|t| t.stairs.is_none())
         .map(|t| t.slope)
         .sum();
+    // Enough of each one's segments to fill the room.
+    let segments = in_segments.iter().flat_map(|(t, s)| {
+        let every = s.size / t.slope;
+        let count = ((room.max(0.0) / s.size).ceil() as usize + 1).min(MAX_SEGMENTS);
+        (0..count).map(move |k| (s.cache / t.slope + k as f64 * every, s.size))
+    });
     let mut steps: Vec<(f64, f64)> = growing
         .iter()
         .filter_map(|t| t.stairs.map(|s| (t.quiet, s)))
@@ -196,6 +239,7 @@ fn first_step_short(room: f64, growing: &[&Trend]) -> Option<f64> {
             let supported = (STAIRS_EXTRAPOLATION * s.count as f64) as usize;
             (0..supported).map(move |k| (next + k as f64 * every, s.step))
         })
+        .chain(segments)
         .collect();
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut taken = 0.0;
@@ -411,6 +455,7 @@ mod tests {
             asks: true,
             trend: trend.filter(|t| age >= params().warmup && credible(t, &params())),
             fallback: None,
+            segments: None,
         }
     }
 
@@ -562,6 +607,42 @@ mod tests {
         let p = part(stair(125.0), stair(125.0), Some(t), 125.0);
         let e = eta(2.0 * stair(120.0) + 2.5 * GIB, &[p, p], 0, &params()).unwrap();
         assert!((e.seconds - 115.0).abs() < 1.0, "{}", e.seconds);
+    }
+
+    #[test]
+    fn peaks_that_rise_inside_their_caches_fail_at_the_segment_that_no_longer_fits() {
+        // Two processes whose peaks rise 8 MiB/s inside their caches, 0.25 and 0.5 GiB short
+        // of a 1 GiB request no longer fitting what they hold; 1.5 GiB of room beside them.
+        // The first takes its segment after 32 s, the second's finds 0.5 GiB at 64 s and
+        // fails. Room and caches pooled over the summed slopes would say 144 s, and stand still
+        // while neither process takes anything.
+        let rate = 8.0 * 1048576.0;
+        let peak = |t: f64| 10.0 * GIB + rate * t;
+        let now = 200.0;
+        let t = trend(peak, now).expect("a rise");
+        let held = 12.0 * GIB;
+        let request = GIB;
+        let proc = |cache: f64| DemandPart {
+            segments: Some(Segments {
+                cache,
+                size: request,
+            }),
+            ..part(held - cache, held, Some(t), now)
+        };
+        let parts = [proc(0.25 * GIB), proc(0.5 * GIB)];
+        let cap = 2.0 * held + 1.5 * GIB;
+        let e = eta(cap, &parts, 0, &params()).expect("an ETA");
+        assert!((e.seconds - 64.0).abs() < 1.0, "{}", e.seconds);
+        // Ten seconds on, both caches 80 MiB fuller: ten seconds less, nothing else moved.
+        let later = [
+            proc(0.25 * GIB - 10.0 * rate),
+            proc(0.5 * GIB - 10.0 * rate),
+        ];
+        let e = eta(cap, &later, 1, &params()).expect("an ETA");
+        assert!((e.seconds - 54.0).abs() < 1.0, "{}", e.seconds);
+        // Room for both segments: the first's second segment fails, 128 s after its first.
+        let e = eta(cap + GIB, &parts, 0, &params()).expect("an ETA");
+        assert!((e.seconds - 160.0).abs() < 1.0, "{}", e.seconds);
     }
 
     #[test]
