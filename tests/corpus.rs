@@ -379,6 +379,58 @@ const ALLOWED: &[Allowance] = &[
     // when the peak and one request fill it, and the cache fails a request before that.
     allow("h200-c-multi-leak-9", None, "bounds", 0.74),
     allow("h200-c-multi-leak-9", Some("slower ×2"), "slower", 31.0),
+    // Held out, reearned-tenth (four H100s side by side, data/results/h100x4-2026-11-27-tenth),
+    // recorded with the build after `oom::Segments` and scored once. Trials slower again: two
+    // at half h200-c-multi-leak-9's pace, three at another rate. Live, each paged with the
+    // client only at the failure (4 s ahead, 2 s after), warned 399 and 273 s ahead; on NVML
+    // alone nothing: one segment per trial after its cache, then the crash. In replay critical
+    // 13 and 1 s ahead, none twice as slow: each trial's peak rises about 2 MB/s, and the
+    // level the forecast counts down to (the peak, what it holds outside the allocator and a
+    // request) is some 0.1 GiB short of where a request fails, a minute at that pace.
+    allow("c-multi-leak-10", None, "eta", 0.0),
+    allow("c-multi-leak-10", None, "bounds", 0.28),
+    allow("c-multi-leak-10", Some("no client"), "high", 0.0),
+    allow("c-multi-leak-10", Some("no client"), "bounds", 0.0),
+    allow("c-multi-leak-10", Some("slower ×2"), "slower", 0.0),
+    allow("c-multi-leak-11", None, "eta", 0.0),
+    allow("c-multi-leak-11", None, "bounds", 0.12),
+    allow("c-multi-leak-11", Some("no client"), "high", 0.0),
+    allow("c-multi-leak-11", Some("no client"), "bounds", 0.0),
+    allow("c-multi-leak-11", Some("slower ×2"), "slower", 0.0),
+    // - a warm-up whose record batches each took a segment of their own (13 GiB steps 40-78 s
+    //   apart) to 96 % of the card, then flat with a fifth of it in use: paged live, with and
+    //   without the client, critical for 105 s in replay. With the client no longer (2026-11-27,
+    //   fifth: steps of what a process holds that its empty segments would serve at its peak
+    //   are its cache's, `Demand::update`). Without it NVML sees a staircase whose next step
+    //   does not fit, due on its schedule: the forecast stands until 1.5 gaps have passed, as
+    //   for a batch warm-up that will crash there. The held staircase reads as a leak for
+    //   75 s (120 twice as slow; the leak alert waits 5 minutes).
+    allow("h-warmup-saturate-6", None, "leak_seconds", 75.0),
+    allow(
+        "h-warmup-saturate-6",
+        Some("slower ×2"),
+        "leak_seconds",
+        120.0,
+    ),
+    allow(
+        "h-warmup-saturate-6",
+        Some("no client"),
+        "critical_seconds",
+        105.0,
+    ),
+    allow(
+        "h-warmup-saturate-6",
+        Some("no client"),
+        "high_seconds",
+        124.0,
+    ),
+    allow(
+        "h-warmup-saturate-6",
+        Some("no client"),
+        "stale_seconds",
+        6.0,
+    ),
+    allow("h-warmup-saturate-6", Some("no client"), "min_eta", 0.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -10,7 +10,8 @@
 #                                                 precision-a, precision-b, new-healthy, new-crashes, reearned,
 #                                                 reearned-x4, reearned-final, reearned-fifth,
 #                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
-#                                                 reearned-eighth-check, reearned-ninth (two GPUs)
+#                                                 reearned-eighth-check, reearned-ninth (two GPUs),
+#                                                 reearned-tenth, reearned-eleventh (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -64,6 +65,8 @@ reearned-seventh) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 1040 || 
 reearned-eighth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-4}" -lt 4 ] && echo 960 || echo 480)} ;;
 reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
+reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
+reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -516,6 +519,40 @@ reearned-ninth)
   GPU=0 rec c-multi-leak-9 440 "" bash -c "$(trials 2 300 4 101)" &
   slots=($!)
   GPU=1 rec h-sweep-4 330 healthy bash -c "$(quiet_trials 3 '$((120 + 60 * k))' 104)" &
+  slots+=($!)
+  wait "${slots[@]}"
+  pause 15
+  ;;
+reearned-tenth)
+  # Held out from the work after reearned-ninth (`oom::Segments`), on four GPUs side by side:
+  # two trials at half c-multi-leak-9's pace (its replay twice as slow was paged 32 s ahead
+  # only since a rise the cache serves is read as segments to come), three trials at another
+  # rate, a warm-up that saturates over four minutes to 96 % and a healthy sweep of two
+  # trials that end two minutes apart beside 3 GiB free.
+  GPU=0 rec c-multi-leak-10 760 "" bash -c "$(trials 2 600 8 121)" &
+  slots=($!)
+  GPU=1 rec h-warmup-saturate-6 460 healthy $W healthy-warmup-saturate --duration 400 --warmup-s 240 --period-s 0.12 --fraction 0.96 --seed 61 &
+  slots+=($!)
+  GPU=2 rec h-sweep-5 480 healthy bash -c "$(quiet_trials 2 '$((300 + 120 * k))' 124)" &
+  slots+=($!)
+  GPU=3 rec c-multi-leak-11 600 "" bash -c "$(trials 3 450 6 131)" &
+  slots+=($!)
+  wait "${slots[@]}"
+  pause 15
+  ;;
+reearned-eleventh)
+  # Held out from the work after reearned-tenth (segments with nothing in them are cache the
+  # allocator gives back, `demand::releasable`), on four GPUs side by side: a warm-up whose
+  # record batches each take a segment of their own, to 96 %; a fragmentation crash and a batch
+  # warm-up crash (their cache must still count where it cannot be given back); a checkpoint
+  # that gathers a fifth of the model every 45 s near the limit.
+  GPU=0 rec h-warmup-saturate-7 380 healthy $W healthy-warmup-saturate --duration 320 --warmup-s 200 --period-s 0.1 --fraction 0.97 --seed 71 &
+  slots=($!)
+  GPU=1 rec c-frag-2 360 "" $W frag --room-gib 10 --growth-s 200 --seed 72 &
+  slots+=($!)
+  GPU=2 rec c-batch-warmup-6 300 "" $W batch-warmup --growth-s 150 --stage-s 30 --batch-step 3 --seed 73 &
+  slots+=($!)
+  GPU=3 rec h-ckpt-gather-10 360 healthy $W healthy-ckpt-gather --duration 300 --ckpt-s 45 --fraction 0.6 --gather-fraction 0.15 --seed 74 &
   slots+=($!)
   wait "${slots[@]}"
   pause 15

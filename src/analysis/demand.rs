@@ -8,11 +8,11 @@
 
 use std::collections::VecDeque;
 
-use super::evidence;
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::rounds::Rounds;
 use super::trend::{fit_demand, Trend};
+use super::{cache, evidence};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
 
@@ -359,7 +359,23 @@ impl Demand {
             (View::Record, &self.record_need),
         ] {
             let Some(t) = fit(s) else { continue };
-            let credible = evidence::credible(&t, &p.eta);
+            // Steps of what it holds that its empty segments would serve at its peak, with a
+            // request to spare, are its cache's: a request the driver refuses makes the
+            // allocator give those back and try again (a warm-up whose every record batch
+            // took a segment of its own, holding the card at 97 % with a fifth of it in use).
+            // Free bytes split among live blocks are given back by nobody.
+            let cache_steps = view == View::Need
+                && t.stairs.is_some_and(|st| {
+                    let peak = [&self.peak_need, &self.record_need]
+                        .iter()
+                        .filter_map(|s| s.newest().map(|b| b.last()))
+                        .reduce(f64::max)
+                        .unwrap_or(self.held);
+                    m.allocator
+                        .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak))
+                        >= st.step + self.request()
+                });
+            let credible = !cache_steps && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.
             let outlived = view != View::Peak
