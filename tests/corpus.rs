@@ -431,6 +431,52 @@ const ALLOWED: &[Allowance] = &[
         6.0,
     ),
     allow("h-warmup-saturate-6", Some("no client"), "min_eta", 0.0),
+    // Held out, reearned-eleventh (four H100s, data/results/h100x4-2026-11-27-eleventh), recorded
+    // with the build after the rule above and scored once. Live with the client: the warm-up
+    // nothing (NVML alone a page, as above), the gathers nothing, the fragmentation crash paged
+    // 87 s ahead, the batch warm-up 52 s. In replay:
+    // - a fragmentation crash: critical first 128 s ahead but not held (the cache flushed and
+    //   regrown near the limit takes the ETA away for a second now and then: 5 s held), as
+    //   before the rule; nothing on NVML alone;
+    allow("c-frag-2", None, "high", 4.0),
+    allow("c-frag-2", None, "eta", 0.1),
+    allow("c-frag-2", None, "bounds", 0.41),
+    allow("c-frag-2", Some("no client"), "high", 0.0),
+    allow("c-frag-2", Some("no client"), "eta", 0.0),
+    allow("c-frag-2", Some("no client"), "bounds", 0.0),
+    // - a batch warm-up: critical 56 s ahead, high from 58 s; 24 s without the client;
+    allow("c-batch-warmup-6", None, "high", 58.0),
+    allow("c-batch-warmup-6", None, "eta", 0.18),
+    allow("c-batch-warmup-6", None, "bounds", 0.29),
+    allow("c-batch-warmup-6", Some("no client"), "critical", 24.0),
+    allow("c-batch-warmup-6", Some("no client"), "high", 24.0),
+    allow("c-batch-warmup-6", Some("no client"), "eta", 0.05),
+    allow("c-batch-warmup-6", Some("no client"), "bounds", 0.05),
+    // - gathers of a fifth of the model near the limit: high for 3 s (ETA 177 s at the least);
+    allow("h-ckpt-gather-10", None, "high_seconds", 3.0),
+    allow("h-ckpt-gather-10", None, "min_eta", 177.0),
+    // - the warm-up again (13 GiB segments to 96 %): never at high with the client; without
+    //   it critical for 108 s, as h-warmup-saturate-6; its held staircase a leak for 90 s.
+    allow("h-warmup-saturate-7", None, "leak_seconds", 90.0),
+    allow(
+        "h-warmup-saturate-7",
+        Some("slower ×2"),
+        "leak_seconds",
+        125.0,
+    ),
+    allow(
+        "h-warmup-saturate-7",
+        Some("no client"),
+        "critical_seconds",
+        108.0,
+    ),
+    allow(
+        "h-warmup-saturate-7",
+        Some("no client"),
+        "high_seconds",
+        122.0,
+    ),
+    allow("h-warmup-saturate-7", Some("no client"), "min_eta", 0.0),
 ];
 
 fn allowed(m: &Miss) -> bool {
