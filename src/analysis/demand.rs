@@ -183,8 +183,8 @@ pub struct Demand {
     /// serve (the peak and a request, a segment short of what it holds): that peak and request,
     /// the need the room is measured from instead of what it holds.
     served_need: Option<f64>,
-    /// Where its growth is a view of its peak that rises smoothly and the size of its requests
-    /// is known: how the driver will see that growth.
+    /// Where its growth is a view of its peak that rises smoothly, the size of its requests
+    /// known and its cache serving them: how the driver will see that growth.
     in_segments: Option<oom::Segments>,
 }
 
@@ -428,7 +428,8 @@ impl Demand {
                     && level + oom::MIN_STEP_BYTES <= self.held)
                     .then_some(level);
                 // Served there, a smooth rise reaches the driver in segments of the
-                // request's size, the first once the block no longer holds one.
+                // request's size, the first once its peak and one request outgrow what it
+                // holds.
                 self.in_segments = self
                     .served_need
                     .filter(|_| t.stairs.is_none() && request >= oom::MIN_STEP_BYTES)
