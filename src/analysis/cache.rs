@@ -5,7 +5,7 @@ use crate::model::DeviceStats;
 
 /// Bytes of cache in segments with nothing allocated in them, as reported now. A client that
 /// does not say which free bytes are split gives back nothing.
-pub fn releasable(a: &DeviceStats) -> f64 {
+fn releasable(a: &DeviceStats) -> f64 {
     let Some(split) = a.inactive_split_bytes else {
         return 0.0;
     };

@@ -353,6 +353,7 @@ impl Demand {
         let mut best: Option<Trend> = None;
         let mut fallback: Option<Trend> = None;
         let mut best_view: Option<View> = None;
+        let request = self.request();
         for (view, s) in [
             (View::Need, &self.need),
             (View::Peak, &self.peak_need),
@@ -373,7 +374,7 @@ impl Demand {
                         .unwrap_or(self.held);
                     m.allocator
                         .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak))
-                        >= st.step + self.request()
+                        >= st.step + request
                 });
             let credible = !cache_steps && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
@@ -412,7 +413,6 @@ impl Demand {
                 // Requests the cache can serve are no step towards an OOM: a peak view's
                 // room is measured from the peak while the cache holds its next step in one
                 // free block (split blocks serve no large request).
-                let request = self.request();
                 let level = s.newest().map_or(f64::INFINITY, |b| b.last()) + request;
                 let next = t.stairs.map_or(request, |st| st.step.max(request));
                 // The block as last measured, no larger than what the cache holds free now.

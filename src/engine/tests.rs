@@ -799,3 +799,50 @@ fn two_processes_leaking_by_turns_on_one_gpu_get_one_page_naming_both() {
         "one page"
     );
 }
+
+/// A warm-up whose record batches each take a segment of their own: 9 GiB more held every 40 s
+/// from 50 GiB to 95 of a 100 GiB card, then flat; 2 GiB allocated between steps and 8 at the
+/// peak. `split`: what its client says of its free bytes split among live blocks.
+fn record_batches(t: f64, split: Option<u64>) -> Observation {
+    let gib = 1u64 << 30;
+    let taken = if t >= 60.0 {
+        (((t - 60.0) / 40.0) as u64 + 1).min(5)
+    } else {
+        0
+    };
+    let reserved = (50 + 9 * taken) * gib;
+    let mut o = obs(t, &[7]);
+    let g = &mut o.gpus[0];
+    let m = g.memory.as_mut().unwrap();
+    m.used = reserved + gib / 2;
+    m.free = m.total - m.used;
+    g.processes[0].used_bytes = m.used;
+    let d = &mut o.reports[0].1.devices[0];
+    let allocated = if t as u64 % 2 == 0 { 8 * gib } else { 2 * gib };
+    d.allocated_bytes = allocated;
+    d.active_bytes = Some(allocated);
+    d.reserved_bytes = reserved;
+    d.inactive_split_bytes = split;
+    d.allocated_peak_bytes = Some(8 * gib + taken * gib / 5);
+    d.segments = Some(10 + taken);
+    o
+}
+
+#[test]
+fn a_cache_whose_empty_segments_would_serve_its_next_step_is_not_paged() {
+    let worst = |split: Option<u64>| {
+        let mut e = Engine::new(&Config::default(), "test");
+        (0..360u32)
+            .map(|t| {
+                e.observe(&record_batches(t as f64, split));
+                e.snapshot().gpus[0].risk
+            })
+            .max()
+            .unwrap()
+    };
+    // Its client says the cache is empty segments: a refused request makes the allocator give
+    // them back, so the steps of what it holds are no way to run out.
+    assert!(worst(Some(1 << 28)) < RiskLevel::High);
+    // Without that, a staircase whose next step does not fit the 5 GiB left is paged.
+    assert!(worst(None) >= RiskLevel::High);
+}
