@@ -42,6 +42,16 @@ class LineWriter:
                 self._stream.close()
 
 
+def next_tick(due: float, now: float, interval: float) -> float:
+    """When the sampler samples next, given when it was due last and the time now.
+
+    A thread that fell behind (the GIL held through a long host copy, say) skips the ticks it
+    missed and samples next a whole interval on: catching up would write a burst of samples a
+    fraction of a millisecond apart, the same time once rounded, which a replay refuses."""
+    due += interval
+    return due if due > now else now + interval
+
+
 class AllocatorSampler:
     """Samples this process's caching allocator on a daemon thread; catches its OOM.
 
@@ -92,14 +102,7 @@ class AllocatorSampler:
                 self._sample()
             except Exception as e:  # never take the training process down
                 log.debug("gpumem record: sample failed: %s", e)
-            # A thread that fell behind (the GIL held through a long host copy, say) skips the
-            # ticks it missed and samples next a whole interval on: catching up would write a
-            # burst of samples a fraction of a millisecond apart, the same time once rounded,
-            # which a replay refuses.
-            next_t += self.interval
-            now = time.monotonic()
-            if next_t <= now:
-                next_t = now + self.interval
+            next_t = next_tick(next_t, time.monotonic(), self.interval)
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def _device(self, cuda: Any) -> Tuple[int, Mapping[str, Any]]:

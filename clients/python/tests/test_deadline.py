@@ -202,7 +202,9 @@ def test_mark_with_the_thread_running_never_waits_for_the_exporter(sockdir, fake
                 pass
             worst = max(worst, time.monotonic() - t0)
             time.sleep(0.005)
-        assert worst < 0.05, worst
+        # A call that waited for the silent exporter would take its whole deadline; anything
+        # short of it is a scheduler's hiccup on a loaded machine, not a wait.
+        assert worst < DEADLINE, worst
         assert wait_until(lambda: client.stats["failed"] >= 2)
         # the reporting thread, too, waits one deadline per request and then backs off
         assert client.stats["dropped"] >= 1
