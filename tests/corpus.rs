@@ -319,12 +319,6 @@ const ALLOWED: &[Allowance] = &[
         "leak_seconds",
         150.0,
     ),
-    allow(
-        "h200-h-warmup-saturate-5",
-        Some("slower ×2"),
-        "leak_seconds",
-        80.0,
-    ),
     // - Held out and scored once (2026-11-27, the `reearned-seventh` plan on four H200s,
     //   recorded with the build after every rule above; data/results/
     //   h200x4-2026-11-27-seventh). Five healthy kinds of older plans (RL rounds, bursty
@@ -403,15 +397,9 @@ const ALLOWED: &[Allowance] = &[
     //   fifth: steps of what a process holds that its empty segments would serve at its peak
     //   are its cache's, `Demand::update`). Without it NVML sees a staircase whose next step
     //   does not fit, due on its schedule: the forecast stands until 1.5 gaps have passed, as
-    //   for a batch warm-up that will crash there. The held staircase reads as a leak for
-    //   75 s (120 twice as slow; the leak alert waits 5 minutes).
-    allow("h-warmup-saturate-6", None, "leak_seconds", 75.0),
-    allow(
-        "h-warmup-saturate-6",
-        Some("slower ×2"),
-        "leak_seconds",
-        120.0,
-    ),
+    //   for a batch warm-up that will crash there. Its held staircase read as a leak for 75 s
+    //   (120 twice as slow) until a rise of what a process holds that its empty segments
+    //   would give back at its peak was no leak (2026-11-27).
     allow(
         "h-warmup-saturate-6",
         Some("no client"),
@@ -456,14 +444,8 @@ const ALLOWED: &[Allowance] = &[
     allow("h-ckpt-gather-10", None, "high_seconds", 3.0),
     allow("h-ckpt-gather-10", None, "min_eta", 177.0),
     // - the warm-up again (13 GiB segments to 96 %): never at high with the client; without
-    //   it critical for 108 s, as h-warmup-saturate-6; its held staircase a leak for 90 s.
-    allow("h-warmup-saturate-7", None, "leak_seconds", 90.0),
-    allow(
-        "h-warmup-saturate-7",
-        Some("slower ×2"),
-        "leak_seconds",
-        125.0,
-    ),
+    //   it critical for 108 s, as h-warmup-saturate-6; its held staircase no leak (it was for
+    //   90 s before the rule above).
     allow(
         "h-warmup-saturate-7",
         Some("no client"),
@@ -477,6 +459,38 @@ const ALLOWED: &[Allowance] = &[
         122.0,
     ),
     allow("h-warmup-saturate-7", Some("no client"), "min_eta", 0.0),
+    // Held out, reearned-twelfth (two H100s, data/results/h100x2-2026-11-27-twelfth), recorded
+    // with the build after the rule that a rise of what a process holds that its empty segments
+    // would give back is no leak, and scored once. Live, a page on each run with and without the
+    // client: the evaluations' 51 / 56 s ahead, and the warm-up's a page on a healthy job (at
+    // 79-139 s, between its steps at 64 and 143 s; no replay at 1 s, in any phase, reaches high
+    // there: docs/forecast.md). In replay:
+    // - evaluations every ~23 s that keep their outputs: critical 58 s ahead, high from 67 s;
+    allow("c-eval-kept-8", None, "high", 66.0),
+    allow("c-eval-kept-8", None, "eta", 0.47),
+    allow("c-eval-kept-8", None, "bounds", 0.47),
+    allow("c-eval-kept-8", Some("one expandable segment"), "eta", 0.0),
+    allow(
+        "c-eval-kept-8",
+        Some("one expandable segment"),
+        "bounds",
+        0.34,
+    ),
+    // - a warm-up by ever rarer batch sizes to 91 %: never at high with the client; without it
+    //   the staircase's next step does not fit, critical 67 s until the job ends.
+    allow(
+        "h-warmup-saturate-8",
+        Some("no client"),
+        "critical_seconds",
+        67.0,
+    ),
+    allow(
+        "h-warmup-saturate-8",
+        Some("no client"),
+        "high_seconds",
+        68.0,
+    ),
+    allow("h-warmup-saturate-8", Some("no client"), "min_eta", 0.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -11,7 +11,7 @@
 #                                                 reearned-x4, reearned-final, reearned-fifth,
 #                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
-#                                                 reearned-tenth, reearned-eleventh (four GPUs)
+#                                                 reearned-tenth, reearned-eleventh, reearned-twelfth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -67,6 +67,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
+reearned-twelfth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -556,6 +557,27 @@ reearned-eleventh)
   slots+=($!)
   wait "${slots[@]}"
   pause 15
+  ;;
+reearned-twelfth)
+  # Held out from the work after reearned-eleventh (a rise of what a process holds that its
+  # empty segments would give back at its peak is no leak), on four GPUs side by side in under
+  # five minutes, new seeds and paces of four kinds: a warm-up that saturates at 90 %,
+  # evaluations that keep their outputs every ~23 s (the sixth runs out), a load of 30 GiB over
+  # 90 s then serving, and a checkpoint that gathers 12 % of the card every 35 s beside a model
+  # at 66 %.
+  GPU=0 rec h-warmup-saturate-8 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.15 --fraction 0.95 --seed 81 &
+  slots=($!)
+  GPU=1 rec c-eval-kept-8 230 "" $W eval-kept --train-s 22 --steps 5 --seed 82 &
+  slots+=($!)
+  # Two GPUs (GPUS=2): the first two only.
+  if [ "${GPUS:-4}" -ge 4 ]; then
+    GPU=2 rec h-slow-load-6 220 healthy $W healthy-slow-load --load-gib 30 --load-s 90 --kv-gib 8 --duration 60 --period-s 0.08 --seed 83 &
+    slots+=($!)
+    GPU=3 rec h-ckpt-gather-11 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 35 --fraction 0.65 --gather-fraction 0.12 --seed 84 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
   ;;
 reearned-check)
   # A short live check on two GPUs side by side: the checkpoint gather (healthy) and the

@@ -186,6 +186,9 @@ pub struct Demand {
     /// Where its growth is a view of its peak that rises smoothly, the size of its requests
     /// known and its cache serving them: how the driver will see that growth.
     in_segments: Option<oom::Segments>,
+    /// What its cache would give back at its peak (`cache::spare_at_peak`), as of the last
+    /// update: a rise of what it holds no larger than this is its cache's, no leak.
+    spare: f64,
 }
 
 impl Demand {
@@ -212,6 +215,7 @@ impl Demand {
             by_rounds: false,
             served_need: None,
             in_segments: None,
+            spare: 0.0,
             fallback: None,
         }
     }
@@ -236,6 +240,11 @@ impl Demand {
     /// What it held from the driver, over time.
     pub fn footprint(&self) -> &Series {
         &self.footprint
+    }
+
+    /// Bytes of what it holds that its cache would give back at its peak.
+    pub fn cache_spare(&self) -> f64 {
+        self.spare
     }
 
     /// The credible growth of its need, as of the last `update`.
@@ -335,6 +344,14 @@ impl Demand {
         self.by_rounds = false;
         self.served_need = None;
         self.in_segments = None;
+        let peak = [&self.peak_need, &self.record_need]
+            .iter()
+            .filter_map(|s| s.newest().map(|b| b.last()))
+            .reduce(f64::max)
+            .unwrap_or(self.held);
+        self.spare = m
+            .allocator
+            .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak));
         let Some(loaded) = self.loaded_from() else {
             self.by_rounds = rounds.is_some();
             self.trend = rounds;
@@ -365,17 +382,8 @@ impl Demand {
             // allocator give those back and try again (a warm-up whose every record batch
             // took a segment of its own, holding the card at 97 % with a fifth of it in use).
             // Free bytes split among live blocks are given back by nobody.
-            let cache_steps = view == View::Need
-                && t.stairs.is_some_and(|st| {
-                    let peak = [&self.peak_need, &self.record_need]
-                        .iter()
-                        .filter_map(|s| s.newest().map(|b| b.last()))
-                        .reduce(f64::max)
-                        .unwrap_or(self.held);
-                    m.allocator
-                        .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak))
-                        >= st.step + request
-                });
+            let cache_steps =
+                view == View::Need && t.stairs.is_some_and(|st| self.spare >= st.step + request);
             let credible = !cache_steps && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.
