@@ -23,13 +23,17 @@ live_stack() {
   fi
   SOCK=${SOCK:-/tmp/gpumem-live.sock}
   LIVE_PIDS=()
-  "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
+  # Each exporter's per-second reading of every process (its demand's views and their
+  # evidence, its leak test) goes to its log beside the pages, so a page the replay of the
+  # recording does not reproduce can be explained from what the exporter saw live.
+  local log=${LIVE_RUST_LOG:-info,gpumem_exporter::analysis::demand=trace,gpumem_exporter::engine::analyse=trace}
+  RUST_LOG=$log "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
     --web.listen-address 127.0.0.1:10049 --ingest.socket "$SOCK" >"$out/exporter.log" 2>&1 &
   EXP=$!
   LIVE_PIDS+=("$EXP")
   local nvml_job=""
   if [ -n "${NVML_ONLY_PORT:-}" ]; then
-    "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
+    RUST_LOG=$log "${BIN:-target/release/gpumem-exporter}" --source nvml --sample-interval 1s \
       --web.listen-address "127.0.0.1:$NVML_ONLY_PORT" --ingest.socket= >"$out/exporter-nvml.log" 2>&1 &
     EXP_NVML=$!
     LIVE_PIDS+=("$EXP_NVML")
