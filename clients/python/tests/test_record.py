@@ -176,6 +176,7 @@ def test_a_sampler_that_falls_behind_skips_ticks_rather_than_writing_a_burst():
 
 
 def test_a_sampler_whose_sample_stalls_writes_times_that_never_repeat(tmp_path, fake_torch):
+    from conftest import wait_until
     from gpumem_client import _sampler
 
     out = _sampler.LineWriter(open(tmp_path / "t.jsonl", "w"), time.time())
@@ -191,8 +192,8 @@ def test_a_sampler_whose_sample_stalls_writes_times_that_never_repeat(tmp_path, 
 
     s._collector.stats = stalled
     s.start()
-    while calls[0] < 10:  # well past the stall, however slow the machine
-        time.sleep(0.01)
+    # Well past the stall, however slow the machine; a sampler that stopped sampling fails.
+    assert wait_until(lambda: calls[0] >= 10, timeout=30), calls
     s.stop()
     out.close()
     t = [l["t"] for l in lines(tmp_path / "t.jsonl") if l["kind"] == "sample"]
