@@ -1,7 +1,8 @@
 //! What a caching allocator gives back before it fails a request. A request the driver refuses
 //! makes it return its empty segments and try again; free bytes split among live blocks stay.
 
-use crate::model::DeviceStats;
+use crate::model::{DeviceStats, Time};
+use std::collections::VecDeque;
 
 /// Bytes of cache in segments with nothing allocated in them, as reported now. A client that
 /// does not say which free bytes are split gives back nothing.
@@ -20,6 +21,52 @@ fn releasable(a: &DeviceStats) -> f64 {
 pub fn spare_at_peak(a: &DeviceStats, held: f64, peak: f64) -> f64 {
     let split = a.inactive_split_bytes.unwrap_or(a.reserved_bytes) as f64;
     releasable(a).min(held - peak - split)
+}
+
+/// Seconds between the readings `Spares` keeps, and how many it keeps: ten minutes and more,
+/// the leak test's window.
+const SPARES_EVERY: f64 = 10.0;
+const SPARES_KEPT: usize = 64;
+
+/// What a process's cache would give back at its peak (`spare_at_peak`), now and over the last
+/// minutes: whether what it holds rose because its cache grew or because it keeps more.
+#[derive(Debug, Clone, Default)]
+pub struct Spares {
+    readings: VecDeque<(Time, f64)>,
+    now: f64,
+}
+
+impl Spares {
+    /// `spare` at `t`; a negative one (nothing to give back) counts as none.
+    pub fn push(&mut self, t: Time, spare: f64) {
+        let spare = spare.max(0.0);
+        self.now = spare;
+        if self.readings.back().is_none_or(|r| t - r.0 >= SPARES_EVERY) {
+            self.readings.push_back((t, spare));
+            if self.readings.len() > SPARES_KEPT {
+                self.readings.pop_front();
+            }
+        }
+    }
+
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// A rise of what it holds since `since` is its cache's where its spare grew by most of
+    /// it: segments with nothing in them at its peak (a warm-up whose every record batch took
+    /// one of its own), no memory kept. A leak keeps what it takes; a cache that was there all
+    /// along (the reading at or after `since`, the oldest where none is as old) explains none
+    /// of it.
+    pub fn explain(&self, since: Time, rise: f64) -> bool {
+        let then = self
+            .readings
+            .iter()
+            .find(|r| r.0 >= since)
+            .or(self.readings.back())
+            .map_or(self.now, |r| r.1);
+        self.now - then >= 0.5 * rise
+    }
 }
 
 #[cfg(test)]
@@ -55,5 +102,30 @@ mod tests {
         let silent = report(0.28, 75.5, None);
         assert_eq!(releasable(&silent), 0.0);
         assert!(spare_at_peak(&silent, 75.5 * GIB, 13.8 * GIB) < 0.0);
+    }
+
+    #[test]
+    fn a_rise_is_the_caches_where_its_spare_grew_by_most_of_it() {
+        // A warm-up: 62 GiB more held over 200 s, 61 of them empty segments at its peak.
+        let mut warm = Spares::default();
+        // A leak under a cache of 1 GiB that was there all along: 0.6 GiB more held.
+        let mut leak = Spares::default();
+        for t in 0..=200 {
+            let t = t as f64;
+            warm.push(t, 61.0 * GIB * t / 200.0);
+            leak.push(t, 0.85 * GIB);
+        }
+        assert!(warm.explain(0.0, 62.0 * GIB));
+        assert!(!leak.explain(0.0, 0.6 * GIB));
+        // Since 100 s the warm-up's cache grew by half as much, and so did what it holds.
+        assert!(warm.explain(100.0, 31.0 * GIB));
+        // Readings older than the ones kept: the oldest kept stands for them.
+        let mut long = Spares::default();
+        for t in 0..2000 {
+            long.push(t as f64, t as f64);
+        }
+        assert!(long.readings.len() <= SPARES_KEPT);
+        assert!(long.explain(0.0, 2.0 * (1999.0 - long.readings[0].1)));
+        assert!(!long.explain(0.0, 2.0 * (1999.0 - long.readings[0].1) + 1.0));
     }
 }

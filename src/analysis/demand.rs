@@ -186,9 +186,8 @@ pub struct Demand {
     /// Where its growth is a view of its peak that rises smoothly, the size of its requests
     /// known and its cache serving them: how the driver will see that growth.
     in_segments: Option<oom::Segments>,
-    /// What its cache would give back at its peak (`cache::spare_at_peak`), as of the last
-    /// update: a rise of what it holds no larger than this is its cache's, no leak.
-    spare: f64,
+    /// What its cache would give back at its peak, now and over the last minutes.
+    spares: cache::Spares,
 }
 
 impl Demand {
@@ -215,7 +214,7 @@ impl Demand {
             by_rounds: false,
             served_need: None,
             in_segments: None,
-            spare: 0.0,
+            spares: cache::Spares::default(),
             fallback: None,
         }
     }
@@ -242,9 +241,9 @@ impl Demand {
         &self.footprint
     }
 
-    /// Bytes of what it holds that its cache would give back at its peak.
-    pub fn cache_spare(&self) -> f64 {
-        self.spare
+    /// What its cache would give back at its peak, over the last minutes.
+    pub fn spares(&self) -> &cache::Spares {
+        &self.spares
     }
 
     /// The credible growth of its need, as of the last `update`.
@@ -349,9 +348,10 @@ impl Demand {
             .filter_map(|s| s.newest().map(|b| b.last()))
             .reduce(f64::max)
             .unwrap_or(self.held);
-        self.spare = m
+        let spare = m
             .allocator
             .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak));
+        self.spares.push(now, spare);
         let Some(loaded) = self.loaded_from() else {
             self.by_rounds = rounds.is_some();
             self.trend = rounds;
@@ -383,7 +383,7 @@ impl Demand {
             // took a segment of its own, holding the card at 97 % with a fifth of it in use).
             // Free bytes split among live blocks are given back by nobody.
             let cache_steps =
-                view == View::Need && t.stairs.is_some_and(|st| self.spare >= st.step + request);
+                view == View::Need && t.stairs.is_some_and(|st| spare >= st.step + request);
             let credible = !cache_steps && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.

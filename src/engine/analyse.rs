@@ -18,16 +18,15 @@ impl Engine {
                 // The allocator's bytes show a leak its cache absorbs; what the process holds
                 // shows one the sawtooth of a large step hides from samples a second apart (the
                 // cache growing segment by segment). Either view that passes is a leak.
-                // What it holds rose no more than what its cache would give back at its
-                // peak: segments with nothing in them (a warm-up whose every record batch
-                // took one of its own), no leak.
-                let spare = p.demand.cache_spare();
+                // A rise of what it holds that its cache's empty segments explain is no leak.
                 let primary = estimate(p.demand_series(reporting));
+                let spares = p.demand.spares();
                 let held = reporting
                     .then(|| estimate(p.demand.footprint()))
                     .flatten()
                     .map(|mut e| {
-                        e.passes &= e.trend.slope * e.trend.span > spare;
+                        let rise = e.trend.slope * e.trend.span;
+                        e.passes &= !spares.explain(now - e.trend.span, rise);
                         e
                     });
                 for (view, e) in [("primary", &primary), ("held", &held)] {
