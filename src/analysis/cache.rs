@@ -42,10 +42,11 @@ impl Spares {
         let spare = spare.max(0.0);
         self.now = spare;
         if self.readings.back().is_none_or(|r| t - r.0 >= SPARES_EVERY) {
-            self.readings.push_back((t, spare));
-            if self.readings.len() > SPARES_KEPT {
+            // Room made before the push: the queue never grows past what it keeps.
+            if self.readings.len() == SPARES_KEPT {
                 self.readings.pop_front();
             }
+            self.readings.push_back((t, spare));
         }
     }
 
@@ -124,7 +125,8 @@ mod tests {
         for t in 0..2000 {
             long.push(t as f64, t as f64);
         }
-        assert!(long.readings.len() <= SPARES_KEPT);
+        assert_eq!(long.readings.len(), SPARES_KEPT);
+        assert!(long.readings.capacity() < 2 * SPARES_KEPT);
         assert!(long.explain(0.0, 2.0 * (1999.0 - long.readings[0].1)));
         assert!(!long.explain(0.0, 2.0 * (1999.0 - long.readings[0].1) + 1.0));
     }
