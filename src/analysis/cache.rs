@@ -50,10 +50,6 @@ impl Spares {
         }
     }
 
-    pub fn now(&self) -> f64 {
-        self.now
-    }
-
     /// A rise of what it holds since `since` is its cache's where its spare grew by most of
     /// it: segments with nothing in them at its peak (a warm-up whose every record batch took
     /// one of its own), no memory kept. A leak keeps what it takes; a cache that was there all

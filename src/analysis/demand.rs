@@ -292,6 +292,8 @@ impl Demand {
         {
             self.segments.pop_front();
         }
+        // What its cache would give back at its peak (none while it does not report).
+        let mut spare = 0.0;
         if m.active {
             if let (Some(a), Some(u)) = (m.allocator, m.driver_bytes) {
                 self.overheads
@@ -324,8 +326,13 @@ impl Demand {
             if let Some(peak) = peak {
                 self.peak_need.push(now, peak);
             }
-            if let Some(record) = self.record_need(m, overhead) {
+            let record = self.record_need(m, overhead);
+            if let Some(record) = record {
                 self.record_need.push(now, record);
+            }
+            if let Some(a) = m.allocator {
+                let top = peak.into_iter().chain(record).reduce(f64::max);
+                spare = cache::spare_at_peak(a, held, top.unwrap_or(held));
             }
         }
         // Only the points since loading ended: a loading ramp is no part of the trend, and a
@@ -343,14 +350,6 @@ impl Demand {
         self.by_rounds = false;
         self.served_need = None;
         self.in_segments = None;
-        let peak = [&self.peak_need, &self.record_need]
-            .iter()
-            .filter_map(|s| s.newest().map(|b| b.last()))
-            .reduce(f64::max)
-            .unwrap_or(self.held);
-        let spare = m
-            .allocator
-            .map_or(0.0, |a| cache::spare_at_peak(a, self.held, peak));
         self.spares.push(now, spare);
         let Some(loaded) = self.loaded_from() else {
             self.by_rounds = rounds.is_some();
