@@ -52,6 +52,29 @@ fn obs(t: Time, pids: &[u32]) -> Observation {
 }
 
 #[test]
+fn every_sample_is_analysed_however_its_tick_jitters() {
+    let mut e = Engine::new(&Config::default(), "test");
+    // 1 s ticks as a live sampler delivers them, some a few microseconds early.
+    for (i, jitter) in [0.0, -2e-5, 1e-5, -1e-5, -3e-5, 2e-5].iter().enumerate() {
+        let t = 100.0 + i as f64 + jitter;
+        e.observe(&obs(t, &[7]));
+        assert_eq!(e.last_analysis, Some(t), "tick {i}");
+    }
+    // Samples faster than the history's buckets are analysed once a bucket.
+    let mut cfg = Config::default();
+    cfg.sample_interval = std::time::Duration::from_millis(250);
+    let mut e = Engine::new(&cfg, "test");
+    let analysed = (0..40)
+        .filter(|&k| {
+            let t = 10.0 + 0.25 * k as f64;
+            e.observe(&obs(t, &[7]));
+            e.last_analysis == Some(t)
+        })
+        .count();
+    assert_eq!(analysed, 10);
+}
+
+#[test]
 fn an_exited_process_loses_its_series_at_once() {
     let mut e = Engine::new(&Config::default(), "test");
     for i in 0..10 {
