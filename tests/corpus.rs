@@ -491,6 +491,28 @@ const ALLOWED: &[Allowance] = &[
         68.0,
     ),
     allow("h-warmup-saturate-8", Some("no client"), "min_eta", 0.0),
+    // Its job again with the same seed (reearned-thirteenth, four H100s, for development): live
+    // nothing on either route, its replay the same as h-warmup-saturate-8's. The live exporters
+    // analysed two seconds in three (mended since: `Engine::analysis_due`), and the one without
+    // the client never saw its staircase.
+    allow(
+        "h-warmup-saturate-8b",
+        Some("no client"),
+        "critical_seconds",
+        67.0,
+    ),
+    allow(
+        "h-warmup-saturate-8b",
+        Some("no client"),
+        "high_seconds",
+        68.0,
+    ),
+    allow("h-warmup-saturate-8b", Some("no client"), "min_eta", 0.0),
+    // Held out, reearned-thirteenth (data/results/h100x4-2026-11-27-thirteenth), scored once
+    // with the build watched live: nothing live on any run or route, nothing in replay but a
+    // load of 30 GiB over 90 s twice as slow, a leak for 117 s (the flag needs its floor flat
+    // over a minute to let go).
+    allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 117.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

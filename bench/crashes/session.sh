@@ -11,7 +11,8 @@
 #                                                 reearned-x4, reearned-final, reearned-fifth,
 #                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
-#                                                 reearned-tenth, reearned-eleventh, reearned-twelfth (four GPUs)
+#                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
+#                                                 reearned-thirteenth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -67,7 +68,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
-reearned-twelfth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-twelfth | reearned-thirteenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -574,6 +575,26 @@ reearned-twelfth)
     GPU=2 rec h-slow-load-6 220 healthy $W healthy-slow-load --load-gib 30 --load-s 90 --kv-gib 8 --duration 60 --period-s 0.08 --seed 83 &
     slots+=($!)
     GPU=3 rec h-ckpt-gather-11 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 35 --fraction 0.65 --gather-fraction 0.12 --seed 84 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
+  ;;
+reearned-thirteenth)
+  # After reearned-twelfth, on four GPUs side by side in under five minutes. h-warmup-saturate-8
+  # paged live and in no replay: its job runs again on the same schedule (seed 81) with the
+  # exporters' per-second readings kept, for development. Held out: the two runs of
+  # reearned-twelfth that had no GPU (a checkpoint gathering 12 % of the card every 35 s beside
+  # a model at 65 %; a load of 30 GiB over 90 s then serving) and a warm-up with a new seed.
+  # Two GPUs (GPUS=2): the first two only.
+  GPU=0 rec h-warmup-saturate-8b 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.15 --fraction 0.95 --seed 81 &
+  slots=($!)
+  GPU=1 rec h-ckpt-gather-11 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 35 --fraction 0.65 --gather-fraction 0.12 --seed 84 &
+  slots+=($!)
+  if [ "${GPUS:-4}" -ge 4 ]; then
+    GPU=2 rec h-slow-load-6 220 healthy $W healthy-slow-load --load-gib 30 --load-s 90 --kv-gib 8 --duration 60 --period-s 0.08 --seed 83 &
+    slots+=($!)
+    GPU=3 rec h-warmup-saturate-9 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.15 --fraction 0.95 --seed 91 &
     slots+=($!)
   fi
   wait "${slots[@]}"
