@@ -190,12 +190,13 @@ const ALLOWED: &[Allowance] = &[
     //   Since a step of the sampled high-water mark counts only once it outlived the mark's
     //   window (2026-11-27, third, `Demand::update`): never at high, no ETA, in any variant.
     // - Slow loads: the load's last shards read as a leak after `analysis.warmup` +
-    //   `leak_min_span`, until a minute of the floor (or one and a half of its steps' gaps) is
-    //   flat: twice as slow 195 s, 120 of them while it still rises; held out 77 s as
-    //   recorded (10 while it rises), 217 s twice as slow. No risk alert: the leak alert
-    //   waits 5 minutes.
-    allow("h-slow-load", None, "leak_seconds", 195.0),
-    allow("h-slow-load-2", None, "leak_seconds", 217.0),
+    //   `leak_min_span`, until 30 s of the floor (or one and a half of its steps' gaps) are
+    //   flat: twice as slow 170 s, 120 of them while it still rises; held out 52 s as
+    //   recorded (10 while it rises), 192 s twice as slow. No risk alert: the leak alert
+    //   waits 5 minutes. (A minute of flat floor, until 2026-11-27, seventh: 25 s more on
+    //   every slow load.)
+    allow("h-slow-load", None, "leak_seconds", 170.0),
+    allow("h-slow-load-2", None, "leak_seconds", 192.0),
     // - A staircase is extrapolated over at most twice the steps it has shown: leaks in
     //   segments warn up to 9 s later than before (high 81-89 s ahead, target 90), bounds
     //   hold the truth less often (62-76 %).
@@ -236,7 +237,7 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-3", None, "bounds", 0.11),
     allow("c-rising-peaks-4", None, "critical", 0.0),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
-    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 102.0),
+    allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 77.0),
     // - The same plan again on 4x H200 with the build after the rules above (recordings named
     //   h200-*, scored once): the same shortfalls, the same reasons.
     allow("h200-c-eval-kept-3", None, "high", 89.0),
@@ -253,7 +254,7 @@ const ALLOWED: &[Allowance] = &[
         "h200-h-slow-load-3",
         Some("slower ×2"),
         "leak_seconds",
-        97.0,
+        72.0,
     ),
     // - Held out and scored once (2026-11-27, the `reearned-fifth` plan on four H100s, recorded
     //   after every rule above; data/results/h100x4-2026-11-27-fifth has the live pages and
@@ -284,7 +285,7 @@ const ALLOWED: &[Allowance] = &[
     //   which the room holds; high for 5 s while the sampled high-water mark still held the
     //   second gather, and never since a step of the mark counts only once it outlived its
     //   window.
-    allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 135.0),
+    allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 110.0),
     // - Held out and scored once (2026-11-27, the `reearned-sixth` plan on two H200s, recorded
     //   after every rule above but the loading's half-risen steps; data/results/
     //   h200x2-2026-11-27-sixth has the live pages and the scoring). Live, the four healthy
@@ -310,14 +311,15 @@ const ALLOWED: &[Allowance] = &[
     allow("h200-c-rising-peaks-5", None, "high", 30.0),
     allow("h200-c-rising-peaks-5", None, "eta", 0.11),
     allow("h200-c-rising-peaks-5", None, "bounds", 0.11),
-    //   the slow load's last shards read as a leak for 32 s (150 twice as slow), the slowed
-    //   warm-up's last maxima for 80 s (the leak alert waits 5 minutes).
-    allow("h200-h-slow-load-5", None, "leak_seconds", 32.0),
+    //   the slow load's last shards read as a leak for 32 s (150 twice as slow; 27 and 125
+    //   since 30 s of flat floor let a flag go), the slowed warm-up's last maxima for 80 s (the
+    //   leak alert waits 5 minutes).
+    allow("h200-h-slow-load-5", None, "leak_seconds", 27.0),
     allow(
         "h200-h-slow-load-5",
         Some("slower ×2"),
         "leak_seconds",
-        150.0,
+        125.0,
     ),
     // - Held out and scored once (2026-11-27, the `reearned-seventh` plan on four H200s,
     //   recorded with the build after every rule above; data/results/
@@ -510,9 +512,9 @@ const ALLOWED: &[Allowance] = &[
     allow("h-warmup-saturate-8b", Some("no client"), "min_eta", 0.0),
     // Held out, reearned-thirteenth (data/results/h100x4-2026-11-27-thirteenth), scored once
     // with the build watched live: nothing live on any run or route, nothing in replay but a
-    // load of 30 GiB over 90 s twice as slow, a leak for 117 s (the flag needs its floor flat
-    // over a minute to let go).
-    allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 117.0),
+    // load of 30 GiB over 90 s twice as slow, a leak for 117 s (the flag needed its floor flat
+    // over a minute to let go; 92 s since 30 s do).
+    allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 92.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

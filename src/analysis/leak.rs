@@ -6,8 +6,12 @@ use super::trend::{fit, floor_points, steps, Trend};
 use crate::history::Series;
 use crate::model::Time;
 
-/// Floor points the test of a stop looks at, at least (a minute of 5 s floors).
-const RECENT_POINTS: usize = 12;
+/// Seconds of floor the test of a stop looks at, at least: a rise that stopped lets the flag
+/// go within about this long of its last rise, as a forecast whose growth stopped does.
+const STOP_SPAN: f64 = 30.0;
+/// Floor points that test needs, at least (30 s of 5 s floors): fewer leave a 99 % interval
+/// too wide to rule anything out.
+const RECENT_POINTS: usize = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeakParams {
@@ -83,15 +87,15 @@ pub fn estimate(
     // own, rules out the threshold (the upper bound of its slope is under it). How far back
     // is the floor's own rhythm, not the window's length: a leak that adds in steps is judged
     // over one and a half of its gaps, so a step that is due still counts, and one that
-    // stays away lets the flag go; a rise with no steps to time, over a minute. A share of
+    // stays away lets the flag go; a rise with no steps to time, over `STOP_SPAN`. A share of
     // the window instead would keep a long load's flag for a third of that window after it
-    // stopped.
+    // stopped; a minute kept a slow load's flag for 70 s after its last shard.
     let rhythm = if st.median_gap.is_finite() {
         1.5 * st.median_gap
     } else {
         0.0
     };
-    let recent_span = (RECENT_POINTS as f64 * p.floor_window).max(rhythm);
+    let recent_span = STOP_SPAN.max(rhythm);
     let last_t = xy.last().map_or(now, |q| q.0);
     let from_recent = xy
         .iter()
@@ -205,8 +209,9 @@ mod tests {
     fn a_floor_that_rose_and_stopped_is_a_leak_only_until_the_stop_is_clear() {
         // (MiB/min, seconds it rises, seconds after the stop by which the flag is gone): a
         // load slower than the warm-up; a load from slow storage rising for 8 minutes, where a
-        // third of the floor's window would be more than three minutes.
-        for (mib_per_min, rises, clear) in [(300.0, 150.0, 110.0), (100.0, 480.0, 95.0)] {
+        // third of the floor's window would be more than three minutes. Gone within 30 s of
+        // floors and the floor window still filling (a minute of floors kept it 35 s on).
+        for (mib_per_min, rises, clear) in [(300.0, 150.0, 35.0), (100.0, 480.0, 35.0)] {
             let rate = mib_per_min * 1048576.0 / 60.0;
             let floor = |t: f64| 1e9 + rate * t.min(rises);
             let (_, rising) = run(floor, rises);
