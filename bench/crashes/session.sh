@@ -12,7 +12,7 @@
 #                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
-#                                                 reearned-thirteenth (four GPUs)
+#                                                 reearned-thirteenth, reearned-fourteenth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -68,7 +68,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
-reearned-twelfth | reearned-thirteenth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-twelfth | reearned-thirteenth | reearned-fourteenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -595,6 +595,26 @@ reearned-thirteenth)
     GPU=2 rec h-slow-load-6 220 healthy $W healthy-slow-load --load-gib 30 --load-s 90 --kv-gib 8 --duration 60 --period-s 0.08 --seed 83 &
     slots+=($!)
     GPU=3 rec h-warmup-saturate-9 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.15 --fraction 0.95 --seed 91 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
+  ;;
+reearned-fourteenth)
+  # Held out from the work after reearned-thirteenth (every sample analysed however its tick
+  # jitters; a leak flag lets go after 30 s of flat floor), on four GPUs side by side in under
+  # five minutes, the first live check whose exporters analyse the seconds their replays do:
+  # a warm-up that saturates at 93 %, evaluations that keep their outputs (the sixth runs out),
+  # a load of 24 GiB over 130 s then serving, and rollouts whose peaks rise until the sixth
+  # does not fit. Two GPUs (GPUS=2): the first two only.
+  GPU=0 rec h-warmup-saturate-10 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.93 --seed 101 &
+  slots=($!)
+  GPU=1 rec c-eval-kept-9 230 "" $W eval-kept --train-s 25 --steps 5 --seed 102 &
+  slots+=($!)
+  if [ "${GPUS:-4}" -ge 4 ]; then
+    GPU=2 rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103 &
+    slots+=($!)
+    GPU=3 rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104 &
     slots+=($!)
   fi
   wait "${slots[@]}"
