@@ -7,10 +7,13 @@ use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::Config;
 
@@ -27,7 +30,26 @@ pub fn init(cfg: &Config) {
         .event_format(Format {
             json: cfg.log_format == "json",
         })
+        .finish()
+        .with(SpanFields)
         .try_init();
+}
+
+/// Keeps each span's fields for the events inside it, so that a line says whose it is (the
+/// engine reads each process inside a span naming its pid and GPU).
+struct SpanFields;
+
+impl<S> Layer<S> for SpanFields
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(f);
+        }
+    }
 }
 
 /// A field's value, typed where JSON can keep the type.
@@ -92,11 +114,16 @@ where
 {
     fn format_event(
         &self,
-        _ctx: &FmtContext<'_, S, N>,
+        ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
         let mut f = Fields::default();
+        for span in ctx.event_scope().into_iter().flat_map(|s| s.from_root()) {
+            if let Some(outer) = span.extensions().get::<Fields>() {
+                f.fields.extend(outer.fields.iter().cloned());
+            }
+        }
         event.record(&mut f);
         let meta = event.metadata();
         let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
@@ -211,6 +238,39 @@ mod tests {
             r#"ts=2026-11-23T23:57:19.590Z level=warn target=gpumem_exporter::x msg="NVML initialised again" gpus=8 path=/run/gpumem/ingest.sock error="said \"no\"\nthen left" ratio=0.25 tls=true empty="""#
         );
         assert!(!line.contains('\u{1b}'), "no escape sequences");
+    }
+
+    #[test]
+    fn an_event_inside_a_span_carries_the_spans_fields() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || out.clone())
+            .event_format(Format { json: false })
+            .finish()
+            .with(SpanFields);
+        tracing::subscriber::with_default(subscriber, || {
+            let _p = tracing::trace_span!("process", pid = 7u32, gpu = "GPU-0").entered();
+            tracing::trace!(at = 3.0, "demand trend");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains(r#"msg="demand trend" pid=7 gpu=GPU-0 at=3"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@ impl Engine {
         let dp = self.demand_params;
         let ttl = self.cfg.ingest.expire_after.as_secs_f64();
         let block_ttl = self.cfg.ingest.largest_block_ttl.as_secs_f64();
-        for p in self.procs.values_mut() {
+        for (k, p) in self.procs.iter_mut() {
+            // A live exporter's trace names whose readings each line is.
+            let _process = tracing::trace_span!("process", pid = k.0, gpu = %k.1).entered();
             let reporting = p.reporting(now, ttl);
             let key = (lp.half_window(now), reporting);
             if p.leak_key != Some(key) {

@@ -61,8 +61,10 @@ fn every_sample_is_analysed_however_its_tick_jitters() {
         assert_eq!(e.last_analysis, Some(t), "tick {i}");
     }
     // Samples faster than the history's buckets are analysed once a bucket.
-    let mut cfg = Config::default();
-    cfg.sample_interval = std::time::Duration::from_millis(250);
+    let cfg = Config {
+        sample_interval: std::time::Duration::from_millis(250),
+        ..Default::default()
+    };
     let mut e = Engine::new(&cfg, "test");
     let analysed = (0..40)
         .filter(|&k| {
