@@ -515,6 +515,32 @@ const ALLOWED: &[Allowance] = &[
     // load of 30 GiB over 90 s twice as slow, a leak for 117 s (the flag needed its floor flat
     // over a minute to let go; 92 s since 30 s do).
     allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 92.0),
+    // Held out, reearned-fourteenth (two H100s, two runs at a time; data/results/
+    // h100x2-2026-11-27-fourteenth), scored once with the build watched live, the first whose
+    // exporters analysed every second. Live, with the client / NVML alone: the evaluations paged
+    // 42 / 47 s ahead, the rollouts 32 / 22 s, the warm-up and the load nothing. In replay:
+    // - evaluations every ~26 s that keep 12.7 GiB each: critical 58 s ahead in every variant
+    //   (`predict_linear` 50 s), high from 76 s;
+    allow("c-eval-kept-9", None, "high", 75.0),
+    allow("c-eval-kept-9", None, "eta", 0.55),
+    allow("c-eval-kept-9", None, "bounds", 0.55),
+    allow("c-eval-kept-9", Some("one expandable segment"), "eta", 0.0),
+    allow(
+        "c-eval-kept-9",
+        Some("one expandable segment"),
+        "bounds",
+        0.18,
+    ),
+    // - rollouts from half the card whose peaks rise until the sixth does not fit: critical 35 s
+    //   ahead (`predict_linear` 4 s), high no earlier; twice as slow a first critical 315 s
+    //   ahead (not held: held 68 s);
+    allow("c-rising-peaks-6", None, "high", 35.0),
+    allow("c-rising-peaks-6", None, "eta", 0.16),
+    allow("c-rising-peaks-6", None, "bounds", 0.16),
+    allow("c-rising-peaks-6", Some("slower ×2"), "early", 316.0),
+    // - a load of 24 GiB over 130 s, then serving: never at high; its last shards a leak for
+    //   42 s (167 s twice as slow), as the other slow loads.
+    allow("h-slow-load-7", None, "leak_seconds", 167.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

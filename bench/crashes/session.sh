@@ -606,15 +606,19 @@ reearned-fourteenth)
   # five minutes, the first live check whose exporters analyse the seconds their replays do:
   # a warm-up that saturates at 93 %, evaluations that keep their outputs (the sixth runs out),
   # a load of 24 GiB over 130 s then serving, and rollouts whose peaks rise until the sixth
-  # does not fit. Two GPUs (GPUS=2): the first two only.
-  GPU=0 rec h-warmup-saturate-10 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.93 --seed 101 &
-  slots=($!)
-  GPU=1 rec c-eval-kept-9 230 "" $W eval-kept --train-s 25 --steps 5 --seed 102 &
-  slots+=($!)
-  if [ "${GPUS:-4}" -ge 4 ]; then
-    GPU=2 rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103 &
+  # does not fit. Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  slots=()
+  if [ "${HALF:-1}" = 1 ]; then
+    GPU=0 rec h-warmup-saturate-10 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.93 --seed 101 &
     slots+=($!)
-    GPU=3 rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104 &
+    GPU=1 rec c-eval-kept-9 230 "" $W eval-kept --train-s 25 --steps 5 --seed 102 &
+    slots+=($!)
+  fi
+  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
+    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
+    GPU=$G rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103 &
+    slots+=($!)
+    GPU=$((G + 1)) rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104 &
     slots+=($!)
   fi
   wait "${slots[@]}"
