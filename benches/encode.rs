@@ -14,7 +14,11 @@ use gpumem_exporter::source::sim::SimSource;
 use gpumem_exporter::source::Source;
 
 fn node() -> (Config, SimSource, Engine) {
-    let mut cfg = Config::default();
+    // Sampled every 10 ms (the last benchmark's steps): the analysis runs once a second.
+    let mut cfg = Config {
+        sample_interval: std::time::Duration::from_millis(10),
+        ..Default::default()
+    };
     cfg.sim.gpus = (0..8)
         .map(|_| SimGpuConfig {
             processes: Some(64),
