@@ -12,7 +12,8 @@
 #                                                 reearned-sixth, reearned-seventh, reearned-eighth (four GPUs),
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
-#                                                 reearned-thirteenth, reearned-fourteenth (four GPUs)
+#                                                 reearned-thirteenth, reearned-fourteenth,
+#                                                 reearned-fifteenth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -68,7 +69,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
-reearned-twelfth | reearned-thirteenth | reearned-fourteenth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -619,6 +620,29 @@ reearned-fourteenth)
     GPU=$G rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103 &
     slots+=($!)
     GPU=$((G + 1)) rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
+  ;;
+reearned-fifteenth)
+  # Held out, with the build of reearned-fourteenth's results: the two kinds no live check has
+  # yet seen with every second analysed (three trials of a sweep leaking together; a
+  # checkpoint gathering 12 % of the card beside a model at 60 %), beside a warm-up to 95 % and
+  # evaluations every 30 s that keep their outputs, each with a new seed. Two GPUs: GPUS=2
+  # runs the first two, and GPUS=2 HALF=2 the other two.
+  slots=()
+  if [ "${HALF:-1}" = 1 ]; then
+    GPU=0 rec c-multi-leak-12 260 "" bash -c "$(trials 3 180 2 141)" &
+    slots+=($!)
+    GPU=1 rec h-warmup-saturate-11 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.14 --fraction 0.95 --seed 111 &
+    slots+=($!)
+  fi
+  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
+    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
+    GPU=$G rec h-ckpt-gather-12 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 38 --fraction 0.6 --gather-fraction 0.12 --seed 113 &
+    slots+=($!)
+    GPU=$((G + 1)) rec c-eval-kept-10 230 "" $W eval-kept --train-s 30 --steps 5 --seed 114 &
     slots+=($!)
   fi
   wait "${slots[@]}"
