@@ -13,7 +13,7 @@
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
-#                                                 reearned-fifteenth (four GPUs)
+#                                                 reearned-fifteenth, reearned-sixteenth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -69,7 +69,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
-reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -643,6 +643,29 @@ reearned-fifteenth)
     GPU=$G rec h-ckpt-gather-12 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 38 --fraction 0.6 --gather-fraction 0.12 --seed 113 &
     slots+=($!)
     GPU=$((G + 1)) rec c-eval-kept-10 230 "" $W eval-kept --train-s 30 --steps 5 --seed 114 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
+  ;;
+reearned-sixteenth)
+  # Held out after reearned-fifteenth, with the same build: two more warm-ups (to 95 % and to
+  # 92 %, the second's last new largest batch 100 s after the one before), a load of 28 GiB over
+  # 110 s, and rollouts whose peaks rise until the sixth does not fit, each with a new seed:
+  # how often a warm-up without the client is paged, and the kinds of the fourteenth plan again.
+  # Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  slots=()
+  if [ "${HALF:-1}" = 1 ]; then
+    GPU=0 rec h-warmup-saturate-12 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.96 --seed 121 &
+    slots+=($!)
+    GPU=1 rec h-warmup-saturate-13 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 150 --period-s 0.16 --fraction 0.94 --seed 131 &
+    slots+=($!)
+  fi
+  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
+    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
+    GPU=$G rec h-slow-load-8 230 healthy $W healthy-slow-load --load-gib 28 --load-s 110 --kv-gib 6 --duration 60 --period-s 0.07 --seed 133 &
+    slots+=($!)
+    GPU=$((G + 1)) rec c-rising-peaks-7 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 13 --seed 134 &
     slots+=($!)
   fi
   wait "${slots[@]}"
