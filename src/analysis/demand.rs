@@ -176,7 +176,8 @@ pub struct Demand {
     /// checkpoint's gathered copy) as much as with growth, and never falls back. Boxed: rarely
     /// there, and a process's books stay small at 64 processes a GPU.
     fallback: Option<Box<Trend>>,
-    /// The rounds it takes and gives back, and whether their rising peaks are its growth.
+    /// The rounds it takes and gives back, and whether their peaks rise (whichever view's
+    /// growth is the steepest).
     rounds: Rounds,
     by_rounds: bool,
     /// Where its growth is a view of its allocator's peak whose next step its cache can still
@@ -347,12 +348,11 @@ impl Demand {
         // Rounds that rise are growth whether or not the round under way is loading.
         let rounds = self.rounds.trend(now);
         tracing::trace!(at = now, rounds = ?self.rounds, trend = rounds.is_some(), "demand rounds");
-        self.by_rounds = false;
+        self.by_rounds = rounds.is_some();
         self.served_need = None;
         self.in_segments = None;
         self.spares.push(now, spare);
         let Some(loaded) = self.loaded_from() else {
-            self.by_rounds = rounds.is_some();
             self.trend = rounds;
             return;
         };
@@ -447,7 +447,6 @@ impl Demand {
             }
         }
         if let Some(r) = rounds.filter(|r| best.is_none_or(|b| r.slope > b.slope)) {
-            self.by_rounds = true;
             self.served_need = None;
             self.in_segments = None;
             best = Some(r);
@@ -462,12 +461,15 @@ impl Demand {
     /// Its share of the GPU as of the last `update` at `now` (an active process).
     pub fn part(&self, now: Time, p: &DemandParams) -> DemandPart {
         let mut need = self.need_now;
-        // Growing by rounds, it needs what its highest round took, whatever it holds between.
-        if self.by_rounds {
-            need = need.max(self.rounds.peak().unwrap_or(0.0));
-        }
         if let Some(served) = self.served_need {
             need = need.min(served);
+        }
+        // Its rounds rising, it needs what its highest round took, whatever it holds between
+        // and whichever view's growth is the steepest: a peak view's high-water mark forgets
+        // the round's peak a window after it (c-rising-peaks-7: three seconds with no ETA as
+        // the next rollout began).
+        if self.by_rounds {
+            need = need.max(self.rounds.peak().unwrap_or(0.0));
         }
         // Took memory from the driver, or gave some back that it will want again (an emptied
         // cache, an eval phase), within the window and after loading (a rise that ends).
