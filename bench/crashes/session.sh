@@ -13,7 +13,8 @@
 #                                                 reearned-eighth-check, reearned-ninth (two GPUs),
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
-#                                                 reearned-fifteenth, reearned-sixteenth (four GPUs)
+#                                                 reearned-fifteenth, reearned-sixteenth,
+#                                                 reearned-seventeenth (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -69,7 +70,7 @@ reearned-eighth-check) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
-reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -666,6 +667,29 @@ reearned-sixteenth)
     GPU=$G rec h-slow-load-8 230 healthy $W healthy-slow-load --load-gib 28 --load-s 110 --kv-gib 6 --duration 60 --period-s 0.07 --seed 133 &
     slots+=($!)
     GPU=$((G + 1)) rec c-rising-peaks-7 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 13 --seed 134 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+  pause 10
+  ;;
+reearned-seventeenth)
+  # Held out, with the build after reearned-sixteenth (a process whose rounds rise needs its
+  # highest round whichever reading is the steepest): rollouts whose peaks rise from 45 % of the
+  # card, a healthy RL loop whose rounds do not rise, evaluations that keep their outputs and a
+  # warm-up to 95 %, each with a new seed. Two GPUs: GPUS=2 runs the first two, and GPUS=2
+  # HALF=2 the other two.
+  slots=()
+  if [ "${HALF:-1}" = 1 ]; then
+    GPU=0 rec c-rising-peaks-8 250 "" $W rising-peaks --fraction 0.45 --rounds 6 --rollout-s 9 --train-s 12 --seed 141 &
+    slots+=($!)
+    GPU=1 rec h-rl-3 220 healthy $W healthy-rl --duration 180 --gen-s 25 --train-s 25 --fraction 0.6 --seed 142 &
+    slots+=($!)
+  fi
+  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
+    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
+    GPU=$G rec c-eval-kept-11 230 "" $W eval-kept --train-s 28 --steps 5 --seed 143 &
+    slots+=($!)
+    GPU=$((G + 1)) rec h-warmup-saturate-14 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.95 --seed 144 &
     slots+=($!)
   fi
   wait "${slots[@]}"
