@@ -176,10 +176,10 @@ pub struct Demand {
     /// checkpoint's gathered copy) as much as with growth, and never falls back. Boxed: rarely
     /// there, and a process's books stay small at 64 processes a GPU.
     fallback: Option<Box<Trend>>,
-    /// The rounds it takes and gives back, and whether their peaks rise (whichever view's
-    /// growth is the steepest).
+    /// The rounds it takes and gives back, and whether their peaks rise (whether or not they
+    /// are the steepest reading of its growth).
     rounds: Rounds,
-    by_rounds: bool,
+    rounds_rise: bool,
     /// Where its growth is a view of its allocator's peak whose next step its cache can still
     /// serve (the peak and a request, a segment short of what it holds): that peak and request,
     /// the need the room is measured from instead of what it holds.
@@ -212,7 +212,7 @@ impl Demand {
             gave_back_at: None,
             trend: None,
             rounds: Rounds::new(),
-            by_rounds: false,
+            rounds_rise: false,
             served_need: None,
             in_segments: None,
             spares: cache::Spares::default(),
@@ -348,7 +348,7 @@ impl Demand {
         // Rounds that rise are growth whether or not the round under way is loading.
         let rounds = self.rounds.trend(now);
         tracing::trace!(at = now, rounds = ?self.rounds, trend = rounds.is_some(), "demand rounds");
-        self.by_rounds = rounds.is_some();
+        self.rounds_rise = rounds.is_some();
         self.served_need = None;
         self.in_segments = None;
         self.spares.push(now, spare);
@@ -468,7 +468,7 @@ impl Demand {
         // and whichever view's growth is the steepest: a peak view's high-water mark forgets
         // the round's peak a window after it (c-rising-peaks-7: three seconds with no ETA as
         // the next rollout began).
-        if self.by_rounds {
+        if self.rounds_rise {
             need = need.max(self.rounds.peak().unwrap_or(0.0));
         }
         // Took memory from the driver, or gave some back that it will want again (an emptied
