@@ -602,7 +602,7 @@ const ALLOWED: &[Allowance] = &[
     // scored once with the build after the rule above. Live, with the client / NVML alone: the
     // rollouts paged 20 / 25 s ahead, the evaluations 49 / 54 s, the RL loop nothing, and the
     // warm-up nothing with the client but a page without it. In replay:
-    // - evaluations every ~28 s that keep their outputs: critical 61 s ahead (`predict_linear`
+    // - evaluations every ~29 s that keep 12.7 GiB each: critical 61 s ahead (`predict_linear`
     //   56 s), high 85 s;
     allow("c-eval-kept-11", None, "high", 84.0),
     allow("c-eval-kept-11", None, "bounds", 0.18),
@@ -612,7 +612,7 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-8", None, "high", 33.0),
     allow("c-rising-peaks-8", None, "eta", 0.13),
     allow("c-rising-peaks-8", None, "bounds", 0.13),
-    // - a warm-up whose new largest batches took 14-15 GiB each, 24, 24 and 56 s apart, to
+    // - a warm-up whose new largest batches took 14-16 GiB each, 24, 24 and 56 s apart, to
     //   96 %: without the client a staircase whose next step does not fit, critical for 80 s
     //   (as h-warmup-saturate-8), and the live page.
     allow(

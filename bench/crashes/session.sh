@@ -178,6 +178,26 @@ quiet_trials() {
 pause() {
   if [ -n "$PLAN_ONLY" ]; then PLANNED=$((PLANNED + $1)); else sleep "$1"; fi
 }
+# four_runs: the plan's functions run1 .. run4 side by side, one GPU each (GPU=0 .. 3). GPUS=2
+# runs run1 and run2 on GPUs 0 and 1, and GPUS=2 HALF=2 run3 and run4 on them.
+four_runs() {
+  local slots=() g
+  if [ "${HALF:-1}" = 1 ]; then
+    GPU=0 run1 &
+    slots+=($!)
+    GPU=1 run2 &
+    slots+=($!)
+  fi
+  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
+    g=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
+    GPU=$g run3 &
+    slots+=($!)
+    GPU=$((g + 1)) run4 &
+    slots+=($!)
+  fi
+  wait "${slots[@]}"
+}
+
 # No client and no recording from inside: a neighbour NVML alone sees.
 nvml_only="env -u GPUMEM_SOCKET GPUMEM_RECORD_SKIP=1"
 
@@ -609,21 +629,11 @@ reearned-fourteenth)
   # a warm-up that saturates at 93 %, evaluations that keep their outputs (the sixth runs out),
   # a load of 24 GiB over 130 s then serving, and rollouts whose peaks rise until the sixth
   # does not fit. Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
-  slots=()
-  if [ "${HALF:-1}" = 1 ]; then
-    GPU=0 rec h-warmup-saturate-10 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.93 --seed 101 &
-    slots+=($!)
-    GPU=1 rec c-eval-kept-9 230 "" $W eval-kept --train-s 25 --steps 5 --seed 102 &
-    slots+=($!)
-  fi
-  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
-    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
-    GPU=$G rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103 &
-    slots+=($!)
-    GPU=$((G + 1)) rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104 &
-    slots+=($!)
-  fi
-  wait "${slots[@]}"
+  run1() { rec h-warmup-saturate-10 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.93 --seed 101; }
+  run2() { rec c-eval-kept-9 230 "" $W eval-kept --train-s 25 --steps 5 --seed 102; }
+  run3() { rec h-slow-load-7 230 healthy $W healthy-slow-load --load-gib 24 --load-s 130 --kv-gib 6 --duration 50 --period-s 0.08 --seed 103; }
+  run4() { rec c-rising-peaks-6 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 14 --seed 104; }
+  four_runs
   pause 10
   ;;
 reearned-fifteenth)
@@ -632,21 +642,11 @@ reearned-fifteenth)
   # checkpoint gathering 12 % of the card beside a model at 60 %), beside a warm-up to 95 % and
   # evaluations every 30 s that keep their outputs, each with a new seed. Two GPUs: GPUS=2
   # runs the first two, and GPUS=2 HALF=2 the other two.
-  slots=()
-  if [ "${HALF:-1}" = 1 ]; then
-    GPU=0 rec c-multi-leak-12 260 "" bash -c "$(trials 3 180 2 141)" &
-    slots+=($!)
-    GPU=1 rec h-warmup-saturate-11 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.14 --fraction 0.95 --seed 111 &
-    slots+=($!)
-  fi
-  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
-    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
-    GPU=$G rec h-ckpt-gather-12 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 38 --fraction 0.6 --gather-fraction 0.12 --seed 113 &
-    slots+=($!)
-    GPU=$((G + 1)) rec c-eval-kept-10 230 "" $W eval-kept --train-s 30 --steps 5 --seed 114 &
-    slots+=($!)
-  fi
-  wait "${slots[@]}"
+  run1() { rec c-multi-leak-12 260 "" bash -c "$(trials 3 180 2 141)"; }
+  run2() { rec h-warmup-saturate-11 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.14 --fraction 0.95 --seed 111; }
+  run3() { rec h-ckpt-gather-12 240 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 38 --fraction 0.6 --gather-fraction 0.12 --seed 113; }
+  run4() { rec c-eval-kept-10 230 "" $W eval-kept --train-s 30 --steps 5 --seed 114; }
+  four_runs
   pause 10
   ;;
 reearned-sixteenth)
@@ -655,21 +655,11 @@ reearned-sixteenth)
   # 110 s, and rollouts whose peaks rise until the sixth does not fit, each with a new seed:
   # how often a warm-up without the client is paged, and the kinds of the fourteenth plan again.
   # Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
-  slots=()
-  if [ "${HALF:-1}" = 1 ]; then
-    GPU=0 rec h-warmup-saturate-12 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.96 --seed 121 &
-    slots+=($!)
-    GPU=1 rec h-warmup-saturate-13 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 150 --period-s 0.16 --fraction 0.94 --seed 131 &
-    slots+=($!)
-  fi
-  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
-    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
-    GPU=$G rec h-slow-load-8 230 healthy $W healthy-slow-load --load-gib 28 --load-s 110 --kv-gib 6 --duration 60 --period-s 0.07 --seed 133 &
-    slots+=($!)
-    GPU=$((G + 1)) rec c-rising-peaks-7 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 13 --seed 134 &
-    slots+=($!)
-  fi
-  wait "${slots[@]}"
+  run1() { rec h-warmup-saturate-12 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.96 --seed 121; }
+  run2() { rec h-warmup-saturate-13 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 150 --period-s 0.16 --fraction 0.94 --seed 131; }
+  run3() { rec h-slow-load-8 230 healthy $W healthy-slow-load --load-gib 28 --load-s 110 --kv-gib 6 --duration 60 --period-s 0.07 --seed 133; }
+  run4() { rec c-rising-peaks-7 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 8 --train-s 13 --seed 134; }
+  four_runs
   pause 10
   ;;
 reearned-seventeenth)
@@ -678,21 +668,11 @@ reearned-seventeenth)
   # card, a healthy RL loop whose rounds do not rise, evaluations that keep their outputs and a
   # warm-up to 95 %, each with a new seed. Two GPUs: GPUS=2 runs the first two, and GPUS=2
   # HALF=2 the other two.
-  slots=()
-  if [ "${HALF:-1}" = 1 ]; then
-    GPU=0 rec c-rising-peaks-8 250 "" $W rising-peaks --fraction 0.45 --rounds 6 --rollout-s 9 --train-s 12 --seed 141 &
-    slots+=($!)
-    GPU=1 rec h-rl-3 220 healthy $W healthy-rl --duration 180 --gen-s 25 --train-s 25 --fraction 0.6 --seed 142 &
-    slots+=($!)
-  fi
-  if [ "${GPUS:-4}" -ge 4 ] || [ "${HALF:-1}" = 2 ]; then
-    G=$([ "${GPUS:-4}" -ge 4 ] && echo 2 || echo 0)
-    GPU=$G rec c-eval-kept-11 230 "" $W eval-kept --train-s 28 --steps 5 --seed 143 &
-    slots+=($!)
-    GPU=$((G + 1)) rec h-warmup-saturate-14 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.95 --seed 144 &
-    slots+=($!)
-  fi
-  wait "${slots[@]}"
+  run1() { rec c-rising-peaks-8 250 "" $W rising-peaks --fraction 0.45 --rounds 6 --rollout-s 9 --train-s 12 --seed 141; }
+  run2() { rec h-rl-3 220 healthy $W healthy-rl --duration 180 --gen-s 25 --train-s 25 --fraction 0.6 --seed 142; }
+  run3() { rec c-eval-kept-11 230 "" $W eval-kept --train-s 28 --steps 5 --seed 143; }
+  run4() { rec h-warmup-saturate-14 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.95 --seed 144; }
+  four_runs
   pause 10
   ;;
 reearned-check)
