@@ -202,11 +202,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
     if let Some(o) = &args.output {
         workflow::check_writable(o, "--output")?;
     }
-    let plots = args
-        .plot
-        .iter()
-        .map(|p| workflow::check_plot(p, "--plot").map(|k| (p.clone(), k)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let plots = workflow::check_plots(&args.plot)?;
     let mut sampler = Sampler::open(cfg, args.sampling.interval)?;
     sampler.check_devices(&args.sampling.devices)?;
     crate::logging::init(cfg);
@@ -382,15 +378,7 @@ pub fn run(cfg: &Config, args: FragmentArgs) -> anyhow::Result<ExitCode> {
     for (path, kind) in &plots {
         chart::render_panels(path, *kind, &panels(&report), "seconds")?;
     }
-    if args.output.as_deref().is_none_or(|o| o.as_os_str() != "-") {
-        print_table(&report);
-    }
-    if let Some(o) = &args.output {
-        workflow::write_json(o, &report)?;
-        if o.as_os_str() != "-" {
-            eprintln!("report written to {}", o.display());
-        }
-    }
+    workflow::emit(args.output.as_deref(), &report, print_table)?;
     for (path, _) in &plots {
         eprintln!("chart written to {}", path.display());
     }

@@ -380,15 +380,7 @@ pub fn run(cfg: &Config, args: LeakArgs) -> anyhow::Result<ExitCode> {
         processes,
         devices: gpus.into_values().collect(),
     };
-    if args.output.as_deref().is_none_or(|o| o.as_os_str() != "-") {
-        print_table(&report);
-    }
-    if let Some(o) = &args.output {
-        workflow::write_json(o, &report)?;
-        if o.as_os_str() != "-" {
-            eprintln!("report written to {}", o.display());
-        }
-    }
+    workflow::emit(args.output.as_deref(), &report, print_table)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -502,11 +502,7 @@ pub fn run(cfg: &Config, args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if let Some(o) = &args.output {
         workflow::check_writable(o, "--output")?;
     }
-    let plots = args
-        .plot
-        .iter()
-        .map(|p| workflow::check_plot(p, "--plot").map(|k| (p.clone(), k)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let plots = workflow::check_plots(&args.plot)?;
     let mut tags = BTreeMap::new();
     for (k, v) in &args.tags {
         if tags.insert(k.clone(), v.clone()).is_some() {
@@ -534,14 +530,7 @@ pub fn run(cfg: &Config, args: ProfileArgs) -> anyhow::Result<ExitCode> {
     for (path, kind) in &plots {
         chart::render_panels(path, *kind, &panels(&report), "seconds")?;
     }
-    match &args.output {
-        Some(o) => workflow::write_json(o, &report)?,
-        None => print_summary(&report),
-    }
-    if let Some(o) = args.output.as_ref().filter(|o| o.as_os_str() != "-") {
-        print_summary(&report);
-        eprintln!("report written to {}", o.display());
-    }
+    workflow::emit(args.output.as_deref(), &report, print_summary)?;
     for (path, _) in &plots {
         eprintln!("chart written to {}", path.display());
     }

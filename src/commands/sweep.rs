@@ -278,11 +278,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     if let Some(o) = &args.output {
         workflow::check_writable(o, "--output")?;
     }
-    let plots = args
-        .plot
-        .iter()
-        .map(|p| workflow::check_plot(p, "--plot").map(|k| (p.clone(), k)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let plots = workflow::check_plots(&args.plot)?;
     let mut reports = Vec::new();
     for p in &args.reports {
         reports.push((p.display().to_string(), read_report(p)?));
@@ -303,15 +299,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             args.y
         );
     }
-    if args.output.as_deref().is_none_or(|o| o.as_os_str() != "-") {
-        print_table(&s);
-    }
+    workflow::emit(args.output.as_deref(), &s, print_table)?;
     for (path, kind) in &plots {
         chart::render_heatmap(path, *kind, &heatmap(&s))?;
         eprintln!("heatmap written to {}", path.display());
-    }
-    if let Some(o) = &args.output {
-        workflow::write_json(o, &s)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -90,6 +90,33 @@ pub fn check_plot(path: &Path, flag: &str) -> anyhow::Result<ImageKind> {
     Ok(kind)
 }
 
+/// Every `--plot` chart's kind, checked before any sampling starts.
+pub fn check_plots(plots: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, ImageKind)>> {
+    plots
+        .iter()
+        .map(|p| check_plot(p, "--plot").map(|k| (p.clone(), k)))
+        .collect()
+}
+
+/// Show a finished report: its table for a person unless `--output -` puts the JSON on
+/// stdout (the two would mix), and the JSON where `--output` names a file, saying where.
+pub fn emit<R: Serialize>(
+    output: Option<&Path>,
+    report: &R,
+    table: impl FnOnce(&R),
+) -> anyhow::Result<()> {
+    if output.is_none_or(|o| o.as_os_str() != "-") {
+        table(report);
+    }
+    if let Some(o) = output {
+        write_json(o, report)?;
+        if o.as_os_str() != "-" {
+            eprintln!("report written to {}", o.display());
+        }
+    }
+    Ok(())
+}
+
 /// Write a report as pretty JSON to a file, or to stdout for `-`.
 pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
     write_json_for("--output", path, value)
