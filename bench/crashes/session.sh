@@ -71,6 +71,7 @@ reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
+reearned-eighteenth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -672,6 +673,19 @@ reearned-seventeenth)
   run2() { rec h-rl-3 220 healthy $W healthy-rl --duration 180 --gen-s 25 --train-s 25 --fraction 0.6 --seed 142; }
   run3() { rec c-eval-kept-11 230 "" $W eval-kept --train-s 28 --steps 5 --seed 143; }
   run4() { rec h-warmup-saturate-14 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.95 --seed 144; }
+  four_runs
+  pause 10
+  ;;
+reearned-eighteenth)
+  # Held out, with the build after reearned-seventeenth, each kind at a pace or size no earlier
+  # plan used: evaluations that keep their outputs every ~40 s (the fifth runs out), a load of
+  # 20 GiB over 160 s, a checkpoint gathering 18 % of the card every 55 s beside a model at
+  # 68 %, and two trials (not three) leaking together. Two GPUs: GPUS=2 runs the first two,
+  # and GPUS=2 HALF=2 the other two.
+  run1() { rec c-eval-kept-12 270 "" $W eval-kept --train-s 40 --steps 4 --seed 151; }
+  run2() { rec h-slow-load-9 260 healthy $W healthy-slow-load --load-gib 20 --load-s 160 --kv-gib 6 --duration 40 --period-s 0.08 --seed 152; }
+  run3() { rec h-ckpt-gather-13 250 healthy $W healthy-ckpt-gather --duration 200 --ckpt-s 55 --fraction 0.68 --gather-fraction 0.18 --seed 153; }
+  run4() { rec c-multi-leak-13 270 "" bash -c "$(trials 2 170 2 161)"; }
   four_runs
   pause 10
   ;;
