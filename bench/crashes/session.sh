@@ -71,7 +71,7 @@ reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
-reearned-eighteenth) BUDGET_S=${BUDGET_S:-290} ;;
+reearned-eighteenth | reearned-nineteenth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -686,6 +686,20 @@ reearned-eighteenth)
   run2() { rec h-slow-load-9 260 healthy $W healthy-slow-load --load-gib 20 --load-s 160 --kv-gib 6 --duration 40 --period-s 0.08 --seed 152; }
   run3() { rec h-ckpt-gather-13 250 healthy $W healthy-ckpt-gather --duration 200 --ckpt-s 55 --fraction 0.68 --gather-fraction 0.18 --seed 153; }
   run4() { rec c-multi-leak-13 270 "" bash -c "$(trials 2 170 2 161)"; }
+  four_runs
+  pause 10
+  ;;
+reearned-nineteenth)
+  # With the build after reearned-eighteenth (a first step's tread measured against the
+  # staircase's own gap, from a start): h-warmup-saturate-14's job again with the same seed,
+  # for development (without the client it paged live before), and held out a warm-up to 94 %,
+  # evaluations every ~25 s that keep their outputs and a batch warm-up whose stages of 30 s
+  # raise the peak until one does not fit, each with a new seed. Two GPUs: GPUS=2 runs the
+  # first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec h-warmup-saturate-14b 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.95 --seed 144; }
+  run2() { rec h-warmup-saturate-15 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.94 --seed 171; }
+  run3() { rec c-eval-kept-13 240 "" $W eval-kept --train-s 25 --steps 5 --seed 172; }
+  run4() { rec c-batch-warmup-7 240 "" $W batch-warmup --growth-s 150 --stage-s 30 --seed 173; }
   four_runs
   pause 10
   ;;

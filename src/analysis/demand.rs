@@ -361,7 +361,11 @@ impl Demand {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
                 s.since(from).map(|b| (b.t, b.max().max(before))).collect();
-            fit_demand(&coarsened(&points, FIT_POINTS), oom::MIN_STEP_BYTES)
+            fit_demand(
+                &coarsened(&points, FIT_POINTS),
+                oom::MIN_STEP_BYTES,
+                from == loaded,
+            )
         };
         // Records that stop coming (the longest sequence so far, the largest burst) stop
         // counting once their next step is no longer due (`fit_demand`).

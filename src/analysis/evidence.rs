@@ -116,14 +116,15 @@ pub(crate) mod testing {
         EtaParams::from_config(&crate::config::AnalysisConfig::default())
     }
 
-    /// The demand trend of `f` sampled every second over the last 120 s before `now`.
+    /// The demand trend of `f` sampled every second over the last 120 s before `now`, its
+    /// work begun at 0 (a window that starts later cuts its history).
     pub fn trend(f: impl Fn(f64) -> f64, now: f64) -> Option<Trend> {
         let pts: Vec<(f64, f64)> = (0..=120)
             .map(|i| now - 120.0 + i as f64)
             .filter(|t| *t >= 0.0)
             .map(|t| (t, f(t)))
             .collect();
-        fit_demand(&pts, MIN_STEP_BYTES)
+        fit_demand(&pts, MIN_STEP_BYTES, now <= 120.0)
     }
 }
 
@@ -156,7 +157,7 @@ mod tests {
                 continue;
             }
             let pts: Vec<(f64, f64)> = (60..=i).map(|s| (s as f64, line(s as f64))).collect();
-            let t = fit_demand(&pts, MIN_STEP_BYTES).unwrap();
+            let t = fit_demand(&pts, MIN_STEP_BYTES, true).unwrap();
             assert!(
                 persistent(&t, &raw, 60.0, now, &PERSISTENCE),
                 "at {now} s, span {}",
