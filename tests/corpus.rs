@@ -633,6 +633,50 @@ const ALLOWED: &[Allowance] = &[
     //   too (2026-11-28), nothing in any variant.
     allow("h-slow-load-9", None, "leak_seconds", 20.0),
     allow("h-slow-load-9", Some("slower ×2"), "leak_seconds", 210.0),
+    // Held out, reearned-nineteenth (four H100s; data/results/h100x4-2026-11-28-nineteenth),
+    // scored once with the build after the tread rule, watched live: the warm-up to 94 %
+    // nothing on either route (and h-warmup-saturate-14's job again, in dev, nothing where it
+    // paged before), the evaluations paged 44 / 49 s ahead, the batch warm-up 56 / 46 s. In
+    // replay:
+    // - evaluations every ~26 s that keep their outputs: critical 58 s ahead (`predict_linear`
+    //   50 s), high 76 s (the first evaluation read as a stage of the start-up, as
+    //   c-eval-kept-9 and -12); a staircase's ETA is right to its level, its point off by up to
+    //   half a gap: within 35 % at 53-55 % of the seconds, its bounds 55 %; with one
+    //   expandable segment 13 % and 38 %;
+    allow("c-eval-kept-13", None, "high", 75.0),
+    allow("c-eval-kept-13", None, "eta", 0.52),
+    allow("c-eval-kept-13", None, "bounds", 0.54),
+    allow(
+        "c-eval-kept-13",
+        Some("one expandable segment"),
+        "eta",
+        0.12,
+    ),
+    allow(
+        "c-eval-kept-13",
+        Some("one expandable segment"),
+        "bounds",
+        0.37,
+    ),
+    // - a batch raised every 30 s until a stage does not fit: critical 58 s ahead
+    //   (`predict_linear` 48 s), high from its second step after loading, 58 s (as
+    //   c-batch-warmup-3 and -6); the ETA within 35 % and its bounds at 38-39 % of the seconds,
+    //   19 % and 30 % with one expandable segment.
+    allow("c-batch-warmup-7", None, "high", 58.0),
+    allow("c-batch-warmup-7", None, "eta", 0.37),
+    allow("c-batch-warmup-7", None, "bounds", 0.37),
+    allow(
+        "c-batch-warmup-7",
+        Some("one expandable segment"),
+        "eta",
+        0.18,
+    ),
+    allow(
+        "c-batch-warmup-7",
+        Some("one expandable segment"),
+        "bounds",
+        0.29,
+    ),
 ];
 
 fn allowed(m: &Miss) -> bool {
