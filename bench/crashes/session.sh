@@ -71,7 +71,7 @@ reearned-ninth) BUDGET_S=${BUDGET_S:-480} ;;
 reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
-reearned-eighteenth | reearned-nineteenth) BUDGET_S=${BUDGET_S:-290} ;;
+reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -700,6 +700,20 @@ reearned-nineteenth)
   run2() { rec h-warmup-saturate-15 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.13 --fraction 0.94 --seed 171; }
   run3() { rec c-eval-kept-13 240 "" $W eval-kept --train-s 25 --steps 5 --seed 172; }
   run4() { rec c-batch-warmup-7 240 "" $W batch-warmup --growth-s 150 --stage-s 30 --seed 173; }
+  four_runs
+  pause 10
+  ;;
+reearned-twentieth)
+  # Held out, with the build after the tread rule, the kinds it could move: a warm-up to 96 %
+  # (without the client, whether its first step after loading is read as the load's tail), a
+  # checkpoint gathering 20 % of the card every 90 s (a slow schedule), a curriculum whose
+  # steps grow until one does not fit and evaluations every ~36 s that keep their outputs
+  # (whether a crash's first step is still read as growth), each with a new seed. Two GPUs:
+  # GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec h-warmup-saturate-16 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 140 --period-s 0.12 --fraction 0.96 --seed 181; }
+  run2() { rec h-ckpt-gather-14 250 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 90 --fraction 0.62 --gather-fraction 0.2 --seed 182; }
+  run3() { rec c-curriculum-5 240 "" $W curriculum --growth-s 130 --stage-s 25 --seed 183; }
+  run4() { rec c-eval-kept-14 250 "" $W eval-kept --train-s 35 --steps 4 --seed 184; }
   four_runs
   pause 10
   ;;
