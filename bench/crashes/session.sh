@@ -14,7 +14,8 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth (four GPUs)
+#                                                 reearned-seventeenth .. reearned-twenty-first
+#                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -72,6 +73,7 @@ reearned-tenth) BUDGET_S=${BUDGET_S:-790} ;;
 reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
+reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -714,6 +716,20 @@ reearned-twentieth)
   run2() { rec h-ckpt-gather-14 250 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 90 --fraction 0.62 --gather-fraction 0.2 --seed 182; }
   run3() { rec c-curriculum-5 240 "" $W curriculum --growth-s 130 --stage-s 25 --seed 183; }
   run4() { rec c-eval-kept-14 250 "" $W eval-kept --train-s 35 --steps 4 --seed 184; }
+  four_runs
+  pause 10
+  ;;
+reearned-twenty-first)
+  # Held out, with the build after the tread rule read past the window's cut: jobs that run
+  # longer than the five-minute forecast window after their loading, so that the window slides
+  # past the loading's end while they run (a checkpoint gathering 20 % of the card every 100 s
+  # beside a model at 62 %; a warm-up to 95 % over 200 s; evaluations every ~50 s that keep
+  # their outputs until the sixth runs out; two trials leaking slowly together), each with a
+  # new seed. Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec h-ckpt-gather-15 410 healthy $W healthy-ckpt-gather --duration 370 --ckpt-s 100 --fraction 0.62 --gather-fraction 0.2 --seed 191; }
+  run2() { rec h-warmup-saturate-17 400 healthy $W healthy-warmup-saturate --duration 350 --warmup-s 200 --period-s 0.13 --fraction 0.95 --seed 192; }
+  run3() { rec c-eval-kept-15 410 "" $W eval-kept --train-s 50 --steps 5 --seed 193; }
+  run4() { rec c-multi-leak-14 410 "" bash -c "$(trials 2 300 2 194)"; }
   four_runs
   pause 10
   ;;
