@@ -309,9 +309,10 @@ fn rising(points: &[(f64, f64)]) -> bool {
 ///   sequence length): the slope is fitted over all of it, and it counts as rising now only
 ///   while the next step is due (within two median gaps of the last).
 ///
-/// `from_start`: the points begin where the work began (the process's loading ended), not
-/// where a window cut its history; only then is the time before the first step a tread.
-pub fn fit_demand(points: &[(f64, f64)], min_step: f64, from_start: bool) -> Option<Trend> {
+/// `start`: when the points' first level began, where that is known (the process's loading
+/// ended and the points begin there, or the series reached the level a window cut, after
+/// loading); only then is the time before the first step a tread.
+pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> Option<Trend> {
     if points.len() < 3 {
         return None;
     }
@@ -324,18 +325,19 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, from_start: bool) -> Opt
     // trainer's first peak after its weights) ends the rise before it, once; a staircase's
     // steps rise from levels that held. Measured against the staircase's own gap, so that the
     // same job twice as slow reads the same; read only from a start (the loading's end, or a
-    // change of level cut off): a window cuts a tread at any length.
-    let mut from_start = from_start;
+    // change of level cut off): a window cuts a tread at any length, unless the time its level
+    // was reached is known.
+    let mut start = start;
     let mut treads_checked = false;
     loop {
         let out_of_a_level =
             st.count > 0 && st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]);
-        let tread = st.first_t - pts[0].0;
-        let out_of_no_tread =
-            from_start && !treads_checked && st.count > 1 && tread < 0.5 * st.median_gap;
+        let out_of_no_tread = start.is_some_and(|s| {
+            !treads_checked && st.count > 1 && st.first_t - s < 0.5 * st.median_gap
+        });
         if out_of_a_level {
             pts = &pts[st.after_largest..];
-            from_start = true;
+            start = Some(pts[0].0);
         } else if out_of_no_tread {
             treads_checked = true;
             pts = &pts[st.after_first..];
@@ -477,7 +479,7 @@ mod demand_tests {
             |t| 10.0 * GIB + if t >= 60.0 { 2.0 * GIB } else { 0.0 } + (t * 7.0).sin() * 1e6,
             120,
         );
-        let tr = fit_demand(&pts, 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert!(tr.slope.abs() < 1e5, "slope {}", tr.slope);
         assert_eq!(tr.points, 60, "fitted after the step");
     }
@@ -498,18 +500,27 @@ mod demand_tests {
             let pts = |f: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
                 (0..=60).map(|i| (slower * i as f64, f(i as f64))).collect()
             };
-            let batch_at_once = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, true);
+            let batch_at_once = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, Some(0.0));
             assert!(
                 batch_at_once.is_none_or(|t| t.stairs.is_none()),
                 "×{slower}: {batch_at_once:?}"
             );
             // The same first step after a level held 20 s: two steps of a staircase.
-            let after_a_tread = fit_demand(&pts(&demand(20.0)), 64.0 * 1048576.0, true).unwrap();
+            let after_a_tread =
+                fit_demand(&pts(&demand(20.0)), 64.0 * 1048576.0, Some(0.0)).unwrap();
             assert_eq!(after_a_tread.stairs.map(|s| s.count), Some(2), "×{slower}");
             // Where a window cut the history, the level before its first step held for who
             // knows how long: both steps count.
-            let cut = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, false).unwrap();
+            let cut = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, None).unwrap();
             assert_eq!(cut.stairs.map(|s| s.count), Some(2), "×{slower}");
+            // A window that cut the level the work began at, 3 s after it began: its first
+            // step is still 6 s from the start, the start-up's.
+            let slid = &pts(&demand(6.0))[3..];
+            let held = fit_demand(slid, 64.0 * 1048576.0, Some(0.0));
+            assert!(
+                held.is_none_or(|t| t.stairs.is_none()),
+                "×{slower}: {held:?}"
+            );
         }
     }
 
@@ -517,7 +528,7 @@ mod demand_tests {
     fn a_staircase_is_growth_while_it_goes_on() {
         // +800 MiB every 20 s.
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
-        let tr = fit_demand(&series(stair, 120), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(stair, 120), 64.0 * 1048576.0, Some(0.0)).unwrap();
         let rate = 800.0 * 1048576.0 / 20.0;
         assert!(
             (tr.slope - rate).abs() / rate < 0.2,
@@ -527,7 +538,7 @@ mod demand_tests {
         assert!(tr.recent_slope > 0.0);
         // The same staircase that stopped 60 s ago is not rising now.
         let stopped = |t: f64| stair(t.min(60.0));
-        let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert_eq!(tr.recent_slope, 0.0);
     }
 
@@ -547,7 +558,7 @@ mod demand_tests {
             }
         };
         let rest = |sizes| {
-            let tr = fit_demand(&series(stairs(sizes), 100), 64.0 * 1048576.0, true).unwrap();
+            let tr = fit_demand(&series(stairs(sizes), 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
             assert_eq!(tr.stairs.map(|s| s.count), Some(3), "{sizes:?}");
             tr.saturation
         };
@@ -558,7 +569,7 @@ mod demand_tests {
         assert_eq!(rest([2.0, 2.0, 2.0]), None, "steps that keep their size");
         // The last step seen at the last point only (half risen, perhaps): no bound yet.
         let pts = series(stairs([4.0, 2.0, 1.0]), 81);
-        let tr = fit_demand(&pts, 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert_eq!(tr.stairs.map(|s| s.count), Some(3));
         assert_eq!(tr.saturation, None);
         assert_eq!(
@@ -572,11 +583,11 @@ mod demand_tests {
     fn a_step_that_follows_a_rise_is_growth_not_a_change_of_level() {
         // 40 s of steady growth, then one large step: still one trend over all of it.
         let f = |t: f64| 10.0 * GIB + 0.02 * GIB * t + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
-        let tr = fit_demand(&series(f, 60), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(f, 60), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert_eq!(tr.points, 60, "the fit keeps the rise before the step");
         // The same step out of a flat level is a change of level.
         let g = |t: f64| 10.0 * GIB + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
-        let tr = fit_demand(&series(g, 60), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(g, 60), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert_eq!(tr.points, 20);
     }
 
@@ -584,7 +595,7 @@ mod demand_tests {
     fn a_staircase_knows_its_steps_and_when_the_next_is_due() {
         // +800 MiB every 20 s, the last at t = 100.
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
-        let tr = fit_demand(&series(stair, 110), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(stair, 110), 64.0 * 1048576.0, Some(0.0)).unwrap();
         let s = tr.stairs.expect("a staircase");
         assert!((s.step - 800.0 * 1048576.0).abs() < 1.0, "{}", s.step);
         assert_eq!(s.gap, 20.0);
@@ -592,13 +603,13 @@ mod demand_tests {
         assert_eq!(s.next_in, 11.0, "due at 120, the last point at 109");
         assert_eq!(s.below, 10.0 * GIB + 4.0 * 800.0 * 1048576.0);
         // A smooth ramp has none.
-        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert!(tr.stairs.is_none());
     }
 
     #[test]
     fn a_smooth_ramp_keeps_its_slope() {
-        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, true).unwrap();
+        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert!((tr.slope - 1e7).abs() < 1e3);
         assert!(tr.slope_lower <= tr.slope && tr.slope <= tr.slope_upper);
         assert!(tr.p_value < 1e-6);

@@ -355,6 +355,19 @@ impl Series {
             .map(|b| b.max())
             .reduce(f64::max)
     }
+    /// When the series first came within reach of `level`: the start of the first bucket,
+    /// over the whole window (the coarse buckets where there are), whose top is at least
+    /// `level`, and whether it is the oldest bucket kept (then it may have got there before).
+    pub fn first_reached(&self, level: f64) -> Option<(Time, bool)> {
+        let tier = Tier {
+            series: self,
+            coarse: self.coarse.is_some(),
+        };
+        tier.since(f64::NEG_INFINITY)
+            .enumerate()
+            .find(|(_, b)| b.max() >= level)
+            .map(|(i, b)| (b.t, i == 0))
+    }
     pub fn clear(&mut self) {
         self.fine.clear();
         self.last_t = f64::NEG_INFINITY;
@@ -564,6 +577,27 @@ mod tests {
         assert_eq!(s.since(15.0).count(), 5);
         assert_eq!(s.since(14.5).next().map(|b| b.t), Some(14.0));
         assert_eq!(s.max_since(10.0), Some(19.0));
+    }
+
+    #[test]
+    fn a_level_is_first_reached_where_its_bucket_begins_and_unknown_before_the_oldest() {
+        // 1 GiB-ish until 100 s, 3 from then on, kept 5 s coarse past the last 120 s.
+        let mut s = Series::tiered(1.0, 120.0, 5.0, 600.0);
+        for i in 0..300 {
+            s.push(i as f64, if i < 100 { 1.0 } else { 3.0 });
+        }
+        assert_eq!(s.first_reached(3.0), Some((100.0, false)));
+        assert_eq!(
+            s.first_reached(0.5),
+            Some((0.0, true)),
+            "held from the oldest bucket"
+        );
+        assert_eq!(s.first_reached(4.0), None);
+        // Once the level's start has left what is kept, the oldest bucket is all it knows.
+        for i in 300..800 {
+            s.push(i as f64, 3.0);
+        }
+        assert_eq!(s.first_reached(3.0).map(|r| r.1), Some(true));
     }
 
     #[test]
