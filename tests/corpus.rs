@@ -709,12 +709,68 @@ const ALLOWED: &[Allowance] = &[
     //   start-up, as it pages every load;
     allow("c-curriculum-5", None, "critical", 23.0),
     allow("c-curriculum-5", Some("no client"), "critical", 0.0),
-    // - gathers of 20 % of the card every 90 s: twice as slow, in two phases of four, high for
-    //   16 s (shortest ETA 245 s) once the forecast's five-minute window had slid past the
-    //   loading's end: the trainer's first peak after loading and the first gather make two
-    //   steps again, the tread rule being read only from a start the window shows.
-    allow("h-ckpt-gather-14", Some("slower ×2"), "high_seconds", 16.0),
-    allow("h-ckpt-gather-14", Some("slower ×2"), "min_eta", 245.0),
+    //   Gathers of 20 % of the card every 90 s: twice as slow, in two phases of four, high for
+    //   16 s once the forecast's five-minute window had slid past the loading's end (the
+    //   trainer's first peak after loading and the first gather made two steps again); since a
+    //   tread is read from when the level the window cut was reached (2026-11-28), nothing.
+    // Held out, reearned-twenty-first (four H200s; data/results/h200x4-2026-11-28-twenty-first),
+    // jobs longer than the forecast's window after their loading, scored once with the build
+    // watched live. Live, with the client / NVML alone: gathers of 20 % of the card every 100 s
+    // and a warm-up to 95 % over 200 s nothing on either route; evaluations every ~50 s that
+    // keep their outputs paged 46 / 51 s ahead, two trials leaking together 51 / 56 s. In
+    // replay, every variant but one as recorded: critical 57 and 59 s ahead (`predict_linear`
+    // 49 and 49), high 151 and 173 s, the healthy runs never at high. With one expandable
+    // segment:
+    // - the evaluations: critical held from 49 s ahead (`predict_linear` 49), high from 56 s,
+    //   critical first reached 151 s ahead in one phase of four (the limit is 150), the ETA
+    //   within 35 % and its bounds at 15 % and 29 % (as c-eval-kept-12 to -14 with one
+    //   expandable segment, whose high came 41-75 s ahead);
+    allow(
+        "h200-c-eval-kept-15",
+        Some("one expandable segment"),
+        "high",
+        55.0,
+    ),
+    allow(
+        "h200-c-eval-kept-15",
+        Some("one expandable segment"),
+        "early",
+        152.0,
+    ),
+    allow(
+        "h200-c-eval-kept-15",
+        Some("one expandable segment"),
+        "eta",
+        0.14,
+    ),
+    allow(
+        "h200-c-eval-kept-15",
+        Some("one expandable segment"),
+        "bounds",
+        0.28,
+    ),
+    // - the two trials: critical 8 s ahead. The ETA falls smoothly to 52 s at the crash: with
+    //   one segment the trials grow in place, so the forecast is of the card filled, not of
+    //   the next segment the recorded allocator asked for and did not get (which was the
+    //   crash); a job run with expandable segments would have grown on.
+    allow(
+        "h200-c-multi-leak-14",
+        Some("one expandable segment"),
+        "critical",
+        7.0,
+    ),
+    allow(
+        "h200-c-multi-leak-14",
+        Some("one expandable segment"),
+        "eta",
+        0.0,
+    ),
+    allow(
+        "h200-c-multi-leak-14",
+        Some("one expandable segment"),
+        "bounds",
+        0.06,
+    ),
 ];
 
 fn allowed(m: &Miss) -> bool {
