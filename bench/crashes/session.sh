@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-first
+#                                                 reearned-seventeenth .. reearned-twenty-second
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -74,6 +74,7 @@ reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
+reearned-twenty-second) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -730,6 +731,19 @@ reearned-twenty-first)
   run2() { rec h-warmup-saturate-17 400 healthy $W healthy-warmup-saturate --duration 350 --warmup-s 200 --period-s 0.13 --fraction 0.95 --seed 192; }
   run3() { rec c-eval-kept-15 410 "" $W eval-kept --train-s 50 --steps 5 --seed 193; }
   run4() { rec c-multi-leak-14 410 "" bash -c "$(trials 2 300 2 194)"; }
+  four_runs
+  pause 10
+  ;;
+reearned-twenty-second)
+  # Held out, with the build after the twenty-first plan, the kinds it has not yet watched, each
+  # at a pace no earlier plan used: rollouts whose peaks rise from 40 % of the card over seven
+  # rounds, a healthy RL loop whose rounds reach 70 % and do not rise, a load of 30 GiB over
+  # 150 s, and a batch raised every 35 s until a stage does not fit, each with a new seed. Two
+  # GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec c-rising-peaks-9 270 "" $W rising-peaks --fraction 0.4 --rounds 7 --rollout-s 10 --train-s 12 --seed 201; }
+  run2() { rec h-rl-4 250 healthy $W healthy-rl --duration 210 --gen-s 20 --train-s 20 --fraction 0.7 --seed 202; }
+  run3() { rec h-slow-load-10 260 healthy $W healthy-slow-load --load-gib 30 --load-s 150 --kv-gib 8 --duration 60 --period-s 0.08 --seed 203; }
+  run4() { rec c-batch-warmup-8 260 "" $W batch-warmup --growth-s 160 --stage-s 35 --seed 204; }
   four_runs
   pause 10
   ;;
