@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-second
+#                                                 reearned-seventeenth .. reearned-twenty-third
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -74,7 +74,7 @@ reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
-reearned-twenty-second) BUDGET_S=${BUDGET_S:-300} ;;
+reearned-twenty-second | reearned-twenty-third) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -744,6 +744,19 @@ reearned-twenty-second)
   run2() { rec h-rl-4 250 healthy $W healthy-rl --duration 210 --gen-s 20 --train-s 20 --fraction 0.7 --seed 202; }
   run3() { rec h-slow-load-10 260 healthy $W healthy-slow-load --load-gib 30 --load-s 150 --kv-gib 8 --duration 60 --period-s 0.08 --seed 203; }
   run4() { rec c-batch-warmup-8 260 "" $W batch-warmup --growth-s 160 --stage-s 35 --seed 204; }
+  four_runs
+  pause 10
+  ;;
+reearned-twenty-third)
+  # Held out, with the build of the twenty-second plan: how often a warm-up by ever larger
+  # batches is paged on NVML alone (two of the twenty in the corpus), with two more (to 96 % in
+  # 120 s, to 93 % in 160 s), beside gathers of 15 % every 45 s beside a model at 70 % and
+  # evaluations every ~20 s that keep their outputs, each with a new seed. Two GPUs: GPUS=2
+  # runs the first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec h-warmup-saturate-18 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.96 --seed 211; }
+  run2() { rec h-warmup-saturate-19 260 healthy $W healthy-warmup-saturate --duration 220 --warmup-s 160 --period-s 0.14 --fraction 0.93 --seed 212; }
+  run3() { rec h-ckpt-gather-16 250 healthy $W healthy-ckpt-gather --duration 200 --ckpt-s 45 --fraction 0.7 --gather-fraction 0.15 --seed 213; }
+  run4() { rec c-eval-kept-16 250 "" $W eval-kept --train-s 20 --steps 6 --seed 214; }
   four_runs
   pause 10
   ;;
