@@ -150,6 +150,33 @@ def eval_kept_batches(free_bytes_, batch_bytes, steps):
     return max(1, round(free_bytes_ / (steps + 0.6) / batch_bytes))
 
 
+# Sizes of a session's keys and values, in MiB: one of a few, as a server's length buckets give.
+KV_SESSION_MIB = (128, 192, 256, 320, 384)
+
+
+def kv_saturate_plan(pool_bytes, tau_s, life_s, duration_s, seed, tick_s=0.25):
+    """A server's sessions: how many it holds follows ``n(t) = N (1 - exp(-t / tau_s))``, N the
+    sessions of mean size that fill ``pool_bytes``; each lives an exponential ``life_s`` on
+    average and holds one block of ``KV_SESSION_MIB``. Returns [(t, [(id, MiB), ...] opened,
+    [id, ...] closed), ...] per tick, a pure function of its arguments and the seed."""
+    rng = random.Random(seed)
+    mean = sum(KV_SESSION_MIB) / len(KV_SESSION_MIB) * MiB
+    cap = pool_bytes / mean
+    live, ticks, nxt = {}, [], 0
+    for k in range(int(duration_s / tick_s)):
+        t = k * tick_s
+        closed = [i for i, end in live.items() if end <= t]
+        for i in closed:
+            del live[i]
+        opened = []
+        while len(live) < cap * (1.0 - math.exp(-t / tau_s)):
+            live[nxt] = t + rng.expovariate(1.0 / life_s)
+            opened.append((nxt, rng.choice(KV_SESSION_MIB)))
+            nxt += 1
+        ticks.append((t, opened, closed))
+    return ticks
+
+
 # ----------------------------------------------------------------------------------- models
 
 

@@ -466,6 +466,44 @@ def healthy_ckpt_gather(a):
             os.unlink(path)
 
 
+def healthy_kv_saturate(a):
+    """A server whose sessions each hold their keys and values in a block of their own (one of
+    a few sizes, ``KV_SESSION_MIB``) and end after a random time; the sessions it holds grow
+    along a curve that saturates (``kv_saturate_plan``, time constant ``--tau-s``) to fill
+    ``--fraction`` of the card, then hold there while sessions keep coming and going for the
+    rest of ``--duration``. Admission counts what the sessions hold (as a server counts its
+    blocks), not the allocator's cache: a session that would take the sessions past the pool
+    waits for the next tick. Never runs out."""
+    free, total = torch.cuda.mem_get_info()
+    pool = a.fraction * total - (total - free)
+    plan = kv_saturate_plan(pool, a.tau_s, a.life_s, a.duration, a.seed)
+    log("pool %.1f GiB (%.0f %% of the card with what is already held), tau %.0f s, sessions live %.0f s"
+        % (pool / GiB, 100 * a.fraction, a.tau_s, a.life_s))
+    mark("model_ready", pool_bytes=int(pool))
+    held, sessions, waiting, deferred = 0, {}, [], 0
+    t0 = time.time()
+    for t, opened, closed in plan:
+        sleep_until(t0 + t)
+        for i in closed:
+            if i in sessions:
+                held -= sessions.pop(i).numel()
+            else:
+                waiting = [w for w in waiting if w[0] != i]
+        waiting.extend(opened)
+        while waiting and held + waiting[0][1] * MiB <= pool:
+            i, mib = waiting.pop(0)
+            kv = torch.empty(mib * MiB, dtype=torch.uint8, device=DEV)
+            kv[:MiB].fill_(1)  # the prompt's keys and values written
+            sessions[i] = kv
+            held += kv.numel()
+        deferred = max(deferred, len(waiting))
+        if int(t) % 20 == 0 and t == int(t):
+            log("t %.0f s: %d sessions, %.1f GiB held, %.1f GiB reserved, %d waiting"
+                % (t, len(sessions), held / GiB, torch.cuda.memory_reserved() / GiB, len(waiting)))
+    torch.cuda.synchronize()
+    log("healthy run done (at most %d sessions waited at once)" % deferred)
+
+
 def idle_neighbour(a):
     """A process that holds ``--start-gib`` and does nothing: another team's idle notebook."""
     t = torch.empty(int(a.start_gib * GiB), dtype=torch.uint8, device=DEV)

@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-third
+#                                                 reearned-seventeenth .. reearned-twenty-fourth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -74,7 +74,7 @@ reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
-reearned-twenty-second | reearned-twenty-third) BUDGET_S=${BUDGET_S:-300} ;;
+reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -757,6 +757,19 @@ reearned-twenty-third)
   run2() { rec h-warmup-saturate-19 260 healthy $W healthy-warmup-saturate --duration 220 --warmup-s 160 --period-s 0.14 --fraction 0.93 --seed 212; }
   run3() { rec h-ckpt-gather-16 250 healthy $W healthy-ckpt-gather --duration 200 --ckpt-s 45 --fraction 0.7 --gather-fraction 0.15 --seed 213; }
   run4() { rec c-eval-kept-16 250 "" $W eval-kept --train-s 20 --steps 6 --seed 214; }
+  four_runs
+  pause 10
+  ;;
+reearned-twenty-fourth)
+  # Held out, with the build after the twenty-third plan: a kind the corpus lacked, a server's
+  # cache of sessions that fills ever more slowly (a smooth rise that saturates, at two paces:
+  # to 85 % with a time constant of 60 s, to 90 % with 75 s), beside evaluations every ~25 s
+  # that keep their outputs and gathers of 15 % every 45 s beside a model at 70 %, each with a
+  # new seed. Two GPUs: GPUS=2 runs the first two, and GPUS=2 HALF=2 the other two.
+  run1() { rec h-kv-saturate-1 270 healthy $W healthy-kv-saturate --duration 240 --tau-s 60 --life-s 20 --fraction 0.85 --seed 241; }
+  run2() { rec c-eval-kept-17 250 "" $W eval-kept --train-s 24 --steps 5 --seed 242; }
+  run3() { rec h-kv-saturate-2 280 healthy $W healthy-kv-saturate --duration 255 --tau-s 75 --life-s 30 --fraction 0.9 --seed 243; }
+  run4() { rec h-ckpt-gather-17 250 healthy $W healthy-ckpt-gather --duration 215 --ckpt-s 45 --fraction 0.7 --gather-fraction 0.15 --seed 244; }
   four_runs
   pause 10
   ;;

@@ -493,6 +493,20 @@ def dry_run(a):
                  (base + gather) / GiB, pct(base + gather + ASSUME_CONTEXT)))
         print("  checkpoints at %s s; expected length %.0f s after the job is ready"
               % ([round(a.ckpt_s * (i + 1)) for i in range(int(a.duration // a.ckpt_s))], a.duration))
+    elif m == "healthy-kv-saturate":
+        pool = a.fraction * total - ASSUME_CONTEXT
+        held, sizes = 0, {}
+        for t, opened, closed in kv_saturate_plan(pool, a.tau_s, a.life_s, a.duration, a.seed):
+            for i in closed:
+                held -= sizes.pop(i, 0)
+            for i, mib in opened:
+                if held + mib * MiB <= pool:
+                    sizes[i] = mib * MiB
+                    held += mib * MiB
+            if t % 20 == 0:
+                print("  %5.0f s: %3d sessions, %.1f GiB (%.0f %% of the card)"
+                      % (t, len(sizes), held / GiB, pct(held + ASSUME_CONTEXT)))
+        print("  (a session that does not fit waits in the job; here it is dropped)")
     elif m == "rising-peaks":
         block = 2 * 12 * a.seqs * 16 * 768 * 2
         k, room, rounds = rising_peaks_plan(a.fraction * total, block, a.rounds, a.rollout_s)
@@ -566,6 +580,7 @@ MECHANISMS = {
     "healthy-slow-load": healthy_slow_load,
     "healthy-warmup-saturate": healthy_warmup_saturate,
     "healthy-ckpt-gather": healthy_ckpt_gather,
+    "healthy-kv-saturate": healthy_kv_saturate,
     "batch-warmup": batch_warmup,
     "idle": idle_neighbour,
 }
@@ -605,6 +620,8 @@ def main():
     p.add_argument("--kv-gib", type=float, default=4.0, help="healthy-slow-load: the KV pool after loading")
     p.add_argument("--warmup-s", type=float, default=90.0, help="healthy-warmup-saturate: seconds of new maxima")
     p.add_argument("--gather-fraction", type=float, default=0.12, help="healthy-ckpt-gather: share of the card gathered")
+    p.add_argument("--tau-s", type=float, default=50.0, help="healthy-kv-saturate: time constant of the sessions held")
+    p.add_argument("--life-s", type=float, default=20.0, help="healthy-kv-saturate: a session's mean life")
     p.add_argument("--rounds", type=int, default=7, help="rising-peaks: the round that should not fit")
     p.add_argument("--rollout-s", type=float, default=9.0, help="rising-peaks: the first round's rollout seconds")
     p.add_argument("--seqs", type=int, default=256, help="rising-peaks: sequences per rollout")
