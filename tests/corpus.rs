@@ -197,6 +197,9 @@ const ALLOWED: &[Allowance] = &[
     //   every slow load.)
     allow("h-slow-load", None, "leak_seconds", 170.0),
     allow("h-slow-load-2", None, "leak_seconds", 192.0),
+    // (Twice as slow 205 s since the end of a loading the cap cut moves to where it stopped
+    // taking large parts of itself.)
+    allow("h-slow-load-2", Some("slower ×2"), "leak_seconds", 205.0),
     // - A staircase is extrapolated over at most twice the steps it has shown: leaks in
     //   segments warn up to 9 s later than before (high 81-89 s ahead, target 90), bounds
     //   hold the truth less often (62-76 %).
@@ -488,7 +491,7 @@ const ALLOWED: &[Allowance] = &[
     // with the build watched live: nothing live on any run or route, nothing in replay but a
     // load of 30 GiB over 90 s twice as slow, a leak for 117 s (the flag needed its floor flat
     // over a minute to let go; 92 s since 30 s do).
-    allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 92.0),
+    allow("h-slow-load-6", Some("slower ×2"), "leak_seconds", 112.0),
     // Held out, reearned-fourteenth (two H100s, two runs at a time; data/results/
     // h100x2-2026-11-27-fourteenth), scored once with the build watched live, the first whose
     // exporters analysed every second. Live, with the client / NVML alone: the evaluations paged
@@ -632,7 +635,7 @@ const ALLOWED: &[Allowance] = &[
     //   a tread is measured against the staircase's own gap and read after a change of level
     //   too (2026-11-28), nothing in any variant.
     allow("h-slow-load-9", None, "leak_seconds", 20.0),
-    allow("h-slow-load-9", Some("slower ×2"), "leak_seconds", 210.0),
+    allow("h-slow-load-9", Some("slower ×2"), "leak_seconds", 215.0),
     // Held out, reearned-nineteenth (four H100s; data/results/h100x4-2026-11-28-nineteenth),
     // scored once with the build after the tread rule, watched live: the warm-up to 94 %
     // nothing on either route (and h-warmup-saturate-14's job again, in dev, nothing where it
@@ -847,12 +850,12 @@ const ALLOWED: &[Allowance] = &[
     // h200x2-2026-11-28-twenty-fourth), scored once with the build watched live:
     // - a kind the corpus lacked, a server's cache of sessions that fills ever more slowly (a
     //   smooth rise that saturates at 85 and 90 % of the card, time constants 60 and 75 s):
-    //   **paged live** on both routes (critical from +105-110 s and +141-146 s). Its loading
-    //   is capped at 60 s while it still rises; read over the window after the cap, a line is
-    //   steeper than its pace and a saturating curve no clearly better fit for a minute, so the
-    //   ETA fell under a minute: critical 33 and 88 s, a leak flag 135-152 s (340-376 s twice
-    //   as slow);
-    allow("h200-h-kv-saturate-1", None, "critical_seconds", 33.0),
+    //   **paged live** on both routes. Its loading was capped at 60 s while it still rose, and
+    //   read over the window after the cap a line was steeper than its pace: critical 33 and
+    //   88 s. Read whole since (docs/forecast.md), never critical; what is left, the second's
+    //   high 49 s after its rise twice as slow (its ETA 63-64 s: the window's latest third no
+    //   bend the curve of the whole rise can show), and the leak flag every saturating rise
+    //   raises while it rises (135-152 s, 340-376 s twice as slow; the leak alert waits 5 min);
     allow("h200-h-kv-saturate-1", None, "leak_seconds", 135.0),
     allow(
         "h200-h-kv-saturate-1",
@@ -860,25 +863,17 @@ const ALLOWED: &[Allowance] = &[
         "leak_seconds",
         340.0,
     ),
-    allow("h200-h-kv-saturate-2", None, "critical_seconds", 88.0),
-    allow(
-        "h200-h-kv-saturate-2",
-        Some("one expandable segment"),
-        "critical_seconds",
-        90.0,
-    ),
-    allow("h200-h-kv-saturate-2", None, "high_seconds", 4.0),
     allow(
         "h200-h-kv-saturate-2",
         Some("no client"),
         "high_seconds",
-        6.0,
+        5.0,
     ),
     allow(
         "h200-h-kv-saturate-2",
-        Some("one expandable segment"),
+        Some("slower ×2"),
         "high_seconds",
-        6.0,
+        49.0,
     ),
     allow("h200-h-kv-saturate-2", None, "leak_seconds", 152.0),
     allow(
@@ -887,20 +882,8 @@ const ALLOWED: &[Allowance] = &[
         "leak_seconds",
         376.0,
     ),
-    allow("h200-h-kv-saturate-2", None, "min_eta", 54.0),
-    allow(
-        "h200-h-kv-saturate-2",
-        Some("141 GiB card"),
-        "min_eta",
-        23.0,
-    ),
-    allow("h200-h-kv-saturate-2", Some("no client"), "min_eta", 20.0),
-    allow(
-        "h200-h-kv-saturate-2",
-        Some("one expandable segment"),
-        "min_eta",
-        23.0,
-    ),
+    allow("h200-h-kv-saturate-2", Some("no client"), "min_eta", 203.0),
+    allow("h200-h-kv-saturate-2", Some("slower ×2"), "min_eta", 63.0),
     // - gathers of 15 % every 45 s beside a model at 70 %: nothing live on either route; in
     //   replay high 8 s (35 s twice as slow), 7 of them after its evidence, ETA 158 s;
     allow("h200-h-ckpt-gather-17", None, "high_seconds", 8.0),
@@ -936,6 +919,26 @@ const ALLOWED: &[Allowance] = &[
         "high",
         72.0,
     ),
+    // Held out, reearned-twenty-fifth (two H200s; data/results/h200x2-2026-11-28-twenty-fifth),
+    // scored once with the build watched live (the first three changes of docs/forecast.md's
+    // section):
+    // - a third server's cache of sessions (to 85 %, τ 90 s): nothing live on either route;
+    //   never critical, high only while it rose; its leak flag while it rose, 129 s (353 s
+    //   twice as slow);
+    allow("h200-h-kv-saturate-3", None, "leak_seconds", 129.0),
+    allow(
+        "h200-h-kv-saturate-3",
+        Some("slower ×2"),
+        "leak_seconds",
+        353.0,
+    ),
+    // - weights read for 75 s, then KV caches that grow until they do not fit: one page live
+    //   71 / 76 s ahead; critical 87 s ahead. Twice as slow its weights are read for 150 s,
+    //   past the loading's cap, and the line through the ramp and the slower caches was no
+    //   credible trend until the window left the ramp, after the crash (never critical, also
+    //   with 9930754's build); with the loading's end moved to the ramp's end (the fourth
+    //   change), 38 s ahead, short of 45.
+    allow("h200-c-kv-server-2", Some("slower ×2"), "slower", 38.0),
 ];
 
 fn allowed(m: &Miss) -> bool {

@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-fourth
+#                                                 reearned-seventeenth .. reearned-twenty-fifth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -74,7 +74,7 @@ reearned-eleventh) BUDGET_S=${BUDGET_S:-420} ;;
 reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteenth | reearned-sixteenth | reearned-seventeenth) BUDGET_S=${BUDGET_S:-270} ;;
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
-reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth) BUDGET_S=${BUDGET_S:-300} ;;
+reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearned-twenty-fifth) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -770,6 +770,17 @@ reearned-twenty-fourth)
   run2() { rec c-eval-kept-17 250 "" $W eval-kept --train-s 24 --steps 5 --seed 242; }
   run3() { rec h-kv-saturate-2 280 healthy $W healthy-kv-saturate --duration 255 --tau-s 75 --life-s 30 --fraction 0.9 --seed 243; }
   run4() { rec h-ckpt-gather-17 250 healthy $W healthy-ckpt-gather --duration 215 --ckpt-s 45 --fraction 0.7 --gather-fraction 0.15 --seed 244; }
+  four_runs
+  pause 10
+  ;;
+reearned-twenty-fifth)
+  # Held out, with the build that reads a rise past the loading's cap whole: a server's cache
+  # of sessions that fills more slowly still (to 85 % with a time constant of 90 s), beside a
+  # server whose weights are read for 75 s (past the cap) before its KV caches grow without
+  # eviction until they do not fit (a load, then a leak at a steady pace: one curve it is
+  # not), each with a new seed. Two GPUs (GPUS=2).
+  run1() { rec h-kv-saturate-3 270 healthy $W healthy-kv-saturate --duration 245 --tau-s 90 --life-s 25 --fraction 0.85 --seed 251; }
+  run2() { rec c-kv-server-2 270 "" $W kv-server --growth-s 110 --load-s 75 --period-s 0.05 --seed 252; }
   four_runs
   pause 10
   ;;

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::rounds::Rounds;
-use super::trend::{fit_demand, Trend};
+use super::trend::{fit_demand, saturation_through, Trend};
 use super::{cache, evidence};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
@@ -357,6 +357,7 @@ impl Demand {
             return;
         };
         let from = loaded.max(now - p.window);
+        let rise_began = self.loading.capped_from();
         let fit = |s: &Series| {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
@@ -374,7 +375,18 @@ impl Demand {
                     .filter(|&(r, oldest)| !oldest || r <= loaded)
                     .map(|(r, _)| r.max(loaded))
             };
-            fit_demand(&coarsened(&points, FIT_POINTS), oom::MIN_STEP_BYTES, start)
+            let tail = coarsened(&points, FIT_POINTS);
+            let mut t = fit_demand(&tail, oom::MIN_STEP_BYTES, start)?;
+            // A rise that went on past the loading's cap is one rise from where that loading
+            // began: whether it slows is read over all of it, not over its tail alone, where a
+            // line through the window is steeper than its pace now.
+            if let Some(began) = rise_began.filter(|_| from == loaded) {
+                let whole: Vec<(f64, f64)> = s.since(began).map(|b| (b.t, b.max())).collect();
+                if let Some(sat) = saturation_through(&coarsened(&whole, FIT_POINTS), &tail) {
+                    t.saturation = Some(sat);
+                }
+            }
+            Some(t)
         };
         // Records that stop coming (the longest sequence so far, the largest burst) stop
         // counting once their next step is no longer due (`fit_demand`).
@@ -416,6 +428,7 @@ impl Demand {
                     recent_slope = t.recent_slope,
                     quiet = t.quiet,
                     stairs = ?t.stairs,
+                    saturation = ?t.saturation,
                     credible,
                     persistent,
                     "demand trend"

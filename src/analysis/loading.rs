@@ -13,7 +13,9 @@
 //! loading for good: a later rise of that size is loading again. Growth is what is small beside
 //! what the process holds: weights taken in one block and then a cache that grows a little
 //! every second; a model loaded and then a leak. Whatever it does, one loading lasts at most
-//! `max` seconds: a process that keeps taking large parts of itself for longer is growing.
+//! `max` seconds: a process that keeps taking large parts of itself for longer is growing, until
+//! it stops taking them: then it was a load after all, known in hindsight, that ended where the
+//! stretch that showed it began, and what follows (a leak at its own pace) is read from there.
 //!
 //! A load is known only in hindsight, as a rise that stopped; loads that repeat without giving
 //! memory back are a staircase. So after its start-up (`YOUNG` times `max`), a process loads
@@ -57,6 +59,9 @@ pub struct Loading {
     began: Option<Time>,
     /// Ended by the cap: a rise that never paused is growth until it pauses.
     capped: bool,
+    /// Where the last loading began, if its cap ended it: the rise the forecast then reads
+    /// began there.
+    capped_from: Option<Time>,
     /// The first point's time.
     appeared: Option<Time>,
     /// The last loading's footprint where it began and at its highest.
@@ -86,6 +91,13 @@ impl Loading {
     /// Since when the process has been done loading, if it is.
     pub fn ended(&self) -> Option<Time> {
         self.ended.filter(|_| !self.deciding)
+    }
+
+    /// Where the rise that the loading's cap cut began, while that loading is the last: a
+    /// rise that went on past the cap is one rise from there, and its shape is read from
+    /// there (does it slow down?).
+    pub fn capped_from(&self) -> Option<Time> {
+        self.capped_from.filter(|_| self.ended().is_some())
     }
 
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
@@ -147,6 +159,7 @@ impl Loading {
                 self.deciding = young && !repeat && undecided && !gave_back;
                 if !self.capped && (stage || gave_back) && self.ended.take().is_some() {
                     self.began = Some(since);
+                    self.capped_from = None;
                     (self.base, self.top) = match self.stage.filter(|_| settled) {
                         Some(s) => (s.base, s.top.max(bytes)),
                         None => (low, bytes),
@@ -157,8 +170,10 @@ impl Loading {
                     self.last_stage = None;
                 }
             } else {
-                self.capped = false;
-                if self.ended.is_none() {
+                // A rise the cap cut that stops taking large parts of itself was a load after
+                // all, known now: it ended where this stretch began, and what comes after it
+                // (a leak at its own pace) is read from there, not through the ramp.
+                if std::mem::take(&mut self.capped) || self.ended.is_none() {
                     self.ended = Some(since);
                     self.low_since = bytes;
                 }
@@ -168,6 +183,7 @@ impl Loading {
         if self.ended.is_none() && t - began >= max {
             self.ended = Some(began + max);
             self.capped = true;
+            self.capped_from = Some(began);
             self.low_since = bytes;
         }
     }
@@ -278,6 +294,35 @@ mod tests {
         let f = |t: f64| GIB * (1.0 + t);
         assert_eq!(run(f, 0.0, 59.0, 60.0), None);
         assert_eq!(run(f, 0.0, 61.0, 60.0), Some(60.0));
+    }
+
+    #[test]
+    fn a_rise_the_cap_cut_is_known_from_where_it_began() {
+        let mut l = Loading::new();
+        for t in 0..=90 {
+            l.push(t as f64, GIB * (1.0 + t as f64), 60.0, SEG);
+        }
+        assert_eq!(l.ended(), Some(60.0));
+        assert_eq!(l.capped_from(), Some(0.0));
+        // A block taken at once is no rise the cap cut.
+        let mut l = Loading::new();
+        for t in 0..=30 {
+            l.push(t as f64, 2.0 * GIB, 60.0, SEG);
+        }
+        assert_eq!(l.ended(), Some(0.0));
+        assert_eq!(l.capped_from(), None);
+    }
+
+    #[test]
+    fn a_rise_the_cap_cut_that_stops_taking_large_parts_of_itself_was_a_load() {
+        // Weights read at 1 GiB/s for 150 s, then a leak of 0.1 GiB/s: the cap ends the loading
+        // at 60 s while it still takes large parts of itself; once a stretch takes less than a
+        // quarter of what it held, the rise was a load that ended where that stretch began
+        // (before, the cap's end stood, and the fit of the leak read through the ramp).
+        let f = |t: f64| GIB * (1.0 + t.min(150.0) + 0.1 * (t - 150.0).max(0.0));
+        assert_eq!(run(f, 0.0, 70.0, 60.0), Some(60.0));
+        let end = run(f, 0.0, 250.0, 60.0).unwrap();
+        assert!(end > 60.0 && end <= 150.0, "{end}");
     }
 
     #[test]

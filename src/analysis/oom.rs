@@ -5,7 +5,7 @@
 //! raises out-of-memory, so what must fit is each process's peak demand (floor plus the per-step
 //! swing, plus what lives outside the allocator), not what it happens to hold.
 
-use super::trend::Trend;
+use super::trend::{Saturation, Trend};
 
 /// Steps smaller than this are noise at GPU scale: PyTorch's smallest large-pool segment is
 /// 20 MiB, and a one-off allocation under 64 MiB moves no forecast.
@@ -161,12 +161,17 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     let room = headroom(capacity, parts, i) + own + slack;
     // Rises that slow towards a level the room holds with a segment to spare are over: a
     // load, a warm-up, a cache that fills ever more slowly.
-    let rest: Option<f64> = growing.iter().map(|t| t.saturation).sum();
+    let rest: Option<f64> = growing.iter().map(|t| t.saturation.map(|s| s.rest)).sum();
     if rest.is_some_and(|r| r + MIN_STEP_BYTES <= room) {
         return None;
     }
     let seconds = if room < 0.0 {
         0.0
+    } else if let Some(curves) = on_curves(&growing) {
+        // A rise that slows is on course to fill the room at the pace of its curve, not of
+        // the line through the window, which its older, faster part steepens. Its need is
+        // what must fit: the segments it would take on the way are its cache's to give back.
+        curves.reaching(room - own - MIN_STEP_BYTES, p.horizon)?
     } else {
         match first_step_short(room, &in_steps, &in_segments) {
             Some(s) => s,
@@ -199,6 +204,55 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
         slope,
         headroom: room,
     })
+}
+
+/// Smooth trends, some on a saturating curve (`Saturation::tau`): what they add together
+/// after some seconds.
+struct Curves<'a>(&'a [&'a Trend]);
+
+/// The growing trends as curves, where one at least slows on a smooth curve and every
+/// staircase among them slows on one: its steps, however many, come as its curve has them
+/// (ever more rarely), not on a schedule of their own.
+fn on_curves<'a>(growing: &'a [&'a Trend]) -> Option<Curves<'a>> {
+    let curved = |t: &Trend| t.saturation.is_some_and(|s| s.tau.is_some());
+    let smooth = growing.iter().all(|t| t.stairs.is_none() || curved(t));
+    (smooth && growing.iter().any(|t| curved(t))).then_some(Curves(growing))
+}
+
+impl Curves<'_> {
+    fn added(&self, seconds: f64) -> f64 {
+        self.0
+            .iter()
+            .map(|t| match t.saturation {
+                Some(Saturation {
+                    rest,
+                    tau: Some(tau),
+                }) => rest * (1.0 - (-seconds / tau).exp()),
+                _ => t.slope * seconds,
+            })
+            .sum()
+    }
+
+    /// The seconds until they have added `bytes`, if within `horizon`.
+    fn reaching(&self, bytes: f64, horizon: f64) -> Option<f64> {
+        if bytes <= 0.0 {
+            return Some(0.0);
+        }
+        if self.added(horizon) < bytes {
+            return None;
+        }
+        // What they add only grows: halve the interval that holds the crossing.
+        let (mut lo, mut hi) = (0.0, horizon);
+        while hi - lo > 0.1 {
+            let mid = 0.5 * (lo + hi);
+            if self.added(mid) < bytes {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(hi)
+    }
 }
 
 /// When the room no longer holds what the growing trends add: each staircase's steps come on
@@ -704,6 +758,25 @@ mod tests {
         // A rise that keeps its rate is no saturation.
         let line = |t: f64| 10.0 * GIB + 0.05 * GIB * t;
         assert!(trend(line, now).unwrap().saturation.is_none());
+    }
+
+    #[test]
+    fn a_rise_that_slows_towards_a_level_past_the_card_fills_it_at_the_curves_pace() {
+        // 10 GiB, then 40 GiB more along 1 - e^(-t/50), read at 50 s: at 35.3 GiB, 14.7 GiB
+        // short of its level and rising at 0.29 GiB/s, where the line through its 50 s rises
+        // at 0.5 GiB/s. The card holds 45 GiB: the curve takes the 9.7 GiB of room (less a
+        // segment) in 50 ln(14.7 / 5.0) = 54 s; the line would say 19 s.
+        let warm = |t: f64| 10.0 * GIB + 40.0 * GIB * (1.0 - (-t / 50.0).exp());
+        let now = 50.0;
+        let t = trend(warm, now).expect("a rise");
+        let s = t.saturation.expect("a rise that slows");
+        assert!(s.tau.is_some() && t.stairs.is_none(), "{t:?}");
+        // A process up for 100 s (past its warm-up) whose rise began at its 50th.
+        let p = part(warm(now), warm(now), Some(t), 100.0);
+        let e = eta(45.0 * GIB, &[p], 0, &params()).expect("the level does not fit");
+        assert!((48.0..60.0).contains(&e.seconds), "{}", e.seconds);
+        // A level the card holds with a segment to spare: no ETA.
+        assert!(eta(51.0 * GIB, &[p], 0, &params()).is_none());
     }
 
     #[test]

@@ -226,6 +226,11 @@ fn least_squares(xy: impl Iterator<Item = (f64, f64)> + Clone) -> Option<(f64, f
 pub struct Saturating {
     /// The level the rise approaches.
     pub level: f64,
+    /// The seconds in which what is left of the rise falls by a factor e.
+    pub tau: f64,
+    /// What is left of it at the first point, `t0` (negative: below the level).
+    pub b: f64,
+    pub t0: f64,
     /// Residual sum of squares of the saturating fit over that of the line (at most 1).
     pub ratio: f64,
 }
@@ -254,11 +259,26 @@ pub fn saturating(points: &[(f64, f64)]) -> Option<Saturating> {
         if b < 0.0 && best.is_none_or(|s| sse / linear < s.ratio) {
             best = Some(Saturating {
                 level,
+                tau,
+                b,
+                t0,
                 ratio: (sse / linear).min(1.0),
             });
         }
     }
     best
+}
+
+impl Saturating {
+    /// The curve at `t`.
+    pub fn at(&self, t: f64) -> f64 {
+        self.level + self.b * (-(t - self.t0) / self.tau).exp()
+    }
+}
+
+/// Squared residuals of the best line through `points`.
+pub fn line_residuals(points: &[(f64, f64)]) -> Option<f64> {
+    least_squares(points.iter().copied()).map(|(_, _, sse)| sse)
 }
 
 /// Standard normal CDF via the complementary error function (Abramowitz–Stegun 7.1.26 is too

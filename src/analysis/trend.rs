@@ -123,7 +123,17 @@ pub struct Trend {
     /// how much more it is on course to rise: a load, a warm-up or a cache that fills ever more
     /// slowly.
     #[serde(skip)]
-    pub saturation: Option<f64>,
+    pub saturation: Option<Saturation>,
+}
+
+/// What is left of a rise that slows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Saturation {
+    /// How much more it is on course to rise.
+    pub rest: f64,
+    /// For a smooth rise, the seconds in which what is left falls by a factor e: how fast it
+    /// takes the rest (`oom::eta`). `None` for steps that shrink.
+    pub tau: Option<f64>,
 }
 
 /// A demand that grows rises by its slope times this, on average, between two of its rises:
@@ -370,10 +380,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
     } else {
         last_t - last_rise(pts, line.slope * RISE_SECONDS)
     };
-    let last_y = pts[pts.len() - 1].1;
-    let smooth = super::stats::saturating(pts)
-        .filter(|s| s.ratio <= SATURATING_RATIO)
-        .map(|s| (s.level - last_y).max(0.0));
+    let smooth = smooth_saturation(pts);
     // Steps that shrink, each to at most `r` of the one before, have at most the rest of
     // that geometric series to come: a rise that slows step by step (a checkpoint's copy
     // gathered again, a little larger than the last; a cache warmed by ever rarer sizes) is
@@ -383,8 +390,14 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
     let stepped = st
         .shrink
         .filter(|_| stepwise && settled)
-        .map(|r| st.last_step * r / (1.0 - r));
-    let saturation = smooth.into_iter().chain(stepped).reduce(f64::max);
+        .map(|r| Saturation {
+            rest: st.last_step * r / (1.0 - r),
+            tau: None,
+        });
+    let saturation = smooth
+        .into_iter()
+        .chain(stepped)
+        .reduce(|a, b| if b.rest > a.rest { b } else { a });
     Some(Trend {
         slope: line.slope,
         slope_lower,
@@ -406,6 +419,35 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
             reached: st.last_reached,
             count: st.count,
         }),
+    })
+}
+
+/// Where a rise that slows towards a level fits `pts` clearly better than a line
+/// (`SATURATING_RATIO`), and its latest third as well as a line through that third could: how
+/// much more it is on course to rise after the last point, and how fast.
+pub fn smooth_saturation(pts: &[(f64, f64)]) -> Option<Saturation> {
+    let recent = pts.len() - (pts.len() / 3).max(3).min(pts.len());
+    saturation_through(pts, &pts[recent..])
+}
+
+/// A saturating curve fitted over `whole`, a rise that `tail` ends: kept only where it fits
+/// `whole` clearly better than a line and the tail as well as a line through the tail alone
+/// could, within a factor of `1 / SATURATING_RATIO`. A load that stopped and then a leak at a
+/// steady pace bend as one curve would, but the leak is a line the curve leaves behind.
+pub fn saturation_through(whole: &[(f64, f64)], tail: &[(f64, f64)]) -> Option<Saturation> {
+    let last_y = tail.last()?.1;
+    let s = super::stats::saturating(whole).filter(|s| s.ratio <= SATURATING_RATIO)?;
+    let line = super::stats::line_residuals(tail)?;
+    let curve: f64 = tail.iter().map(|&(t, y)| (y - s.at(t)).powi(2)).sum();
+    if curve * SATURATING_RATIO > line {
+        return None;
+    }
+    // Its pace is extrapolated only where the bend was seen: a time constant longer than the
+    // points span is a line bent a little, whose rest may bound the rise but not time it.
+    let span = whole.last()?.0 - whole.first()?.0;
+    Some(Saturation {
+        rest: (s.level - last_y).max(0.0),
+        tau: (s.tau <= span).then_some(s.tau),
     })
 }
 
@@ -470,6 +512,33 @@ mod demand_tests {
 
     fn series(f: impl Fn(f64) -> f64, n: usize) -> Vec<(f64, f64)> {
         (0..n).map(|i| (i as f64, f(i as f64))).collect()
+    }
+
+    #[test]
+    fn a_whole_rise_read_through_its_tail_is_kept_only_where_the_tail_bends_as_it_does() {
+        // A cache filling along 1 - e^(-t/60) from 0 to 120 s, the tail from 60 s.
+        let fills = series(|t| GIB * (1.0 + 100.0 * (1.0 - (-t / 60.0).exp())), 121);
+        let s = saturation_through(&fills, &fills[60..]).expect("one rise that slows");
+        let left = 100.0 * (-2.0f64).exp() * GIB;
+        assert!((s.rest - left).abs() < 0.05 * left, "{} GiB", s.rest / GIB);
+        assert!(
+            s.tau.is_some_and(|tau| (50.0..70.0).contains(&tau)),
+            "{s:?}"
+        );
+        // Weights read at 1.7 GiB/s for 30 s, then a leak of 0.2 GiB/s from 30 to 120 s: the
+        // whole bends as a curve would, its tail is a line the curve leaves behind.
+        let leaks = series(
+            |t| GIB * (1.0 + 1.7 * t.min(30.0) + 0.2 * (t - 30.0).max(0.0)),
+            121,
+        );
+        let bends = crate::analysis::stats::saturating(&leaks);
+        assert!(
+            bends.is_some_and(|s| s.ratio <= SATURATING_RATIO),
+            "the whole bends"
+        );
+        assert_eq!(saturation_through(&leaks, &leaks[60..]), None);
+        // Read over the window alone the same: its latest third is a line.
+        assert_eq!(smooth_saturation(&leaks), None);
     }
 
     #[test]
@@ -560,7 +629,7 @@ mod demand_tests {
         let rest = |sizes| {
             let tr = fit_demand(&series(stairs(sizes), 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
             assert_eq!(tr.stairs.map(|s| s.count), Some(3), "{sizes:?}");
-            tr.saturation
+            tr.saturation.map(|s| s.rest)
         };
         let halving = rest([4.0, 2.0, 1.0]).unwrap();
         assert!((halving - GIB).abs() < 1e6, "{}", halving / GIB);

@@ -493,3 +493,37 @@ fn memory_given_back_is_asked_for_again_within_the_window() {
     p.step(t, 2.0, 4.0);
     assert!(!p.part(t).asks);
 }
+
+#[test]
+fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
+    // NVML alone: a server's sessions fill its cache along 1 - e^(-t/60) towards 120 GiB of a
+    // 141 GiB card, the sessions it holds wandering by 3 GiB about the curve. Its loading is
+    // capped at 60 s while it still rises: one rise with what came before. Over its tail
+    // alone (from the cap) the curve is no clearly better fit than a line, and the line gives
+    // an ETA of a minute or two; read whole, the rise slows towards a level the card holds,
+    // what is left of it is known within a fifth, and there is no ETA.
+    let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+    let views = Series::tiered(1.0, 300.0, 5.0, 600.0).one_value_a_bucket();
+    let mut d = Demand::new(0.0, views.peaks_past(), none.clone());
+    let p = params();
+    let card = 141.0 * GIB;
+    let curve = |t: f64| 0.5 + 120.0 * (1.0 - (-t / 60.0).exp());
+    let mut whole = 0;
+    for t in 0..=130 {
+        let t = t as f64;
+        let gib = curve(t) + 3.0 * (t / 7.0).sin();
+        d.update(t, &driver_only(&none, (gib * GIB) as u64), &p);
+        if t < 61.0 {
+            continue;
+        }
+        assert!(d.loading.capped_from() == Some(0.0), "capped at {t}");
+        let left = 120.5 - curve(t);
+        let read = d.trend().and_then(|tr| tr.saturation);
+        if read.is_some_and(|s| (s.rest / GIB - left).abs() < 0.2 * left) {
+            whole += 1;
+            let e = oom::eta(card, &[d.part(t, &p)], 0, &p.eta);
+            assert!(e.is_none(), "at {t}: {e:?}");
+        }
+    }
+    assert!(whole >= 5, "read whole at {whole} s");
+}
