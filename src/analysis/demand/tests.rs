@@ -241,15 +241,21 @@ fn a_process_that_does_not_report_needs_and_holds_its_driver_bytes() {
     assert!(!d.part(70.0 + p.window + 1.0, &p).asks);
 }
 
+/// A process NVML alone sees, its views kept as the engine keeps them, and the empty series
+/// its allocator's views read.
+fn nvml_alone() -> (Demand, Series) {
+    let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
+    let views = Series::tiered(1.0, 300.0, 5.0, 600.0).one_value_a_bucket();
+    (Demand::new(0.0, views.peaks_past(), none.clone()), none)
+}
+
 #[test]
 fn a_start_up_step_is_the_start_ups_after_the_window_slid_past_the_loading() {
     // NVML alone: 40 GiB held from the start, the first batch's 3 GiB 14 s later, one step
     // of 3 GiB at 200 s. The start-up step is no step of a staircase while the window
     // begins at the loading's end, nor once the window slid past it with the start-up
     // step still inside.
-    let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
-    let views = Series::tiered(1.0, 300.0, 5.0, 600.0).one_value_a_bucket();
-    let mut d = Demand::new(0.0, views.peaks_past(), none.clone());
+    let (mut d, none) = nvml_alone();
     let p = params();
     assert_eq!(p.window, 300.0);
     for t in 0..=330 {
@@ -502,9 +508,7 @@ fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
     // alone (from the cap) the curve is no clearly better fit than a line, and the line gives
     // an ETA of a minute or two; read whole, the rise slows towards a level the card holds,
     // what is left of it is known within a fifth, and there is no ETA.
-    let none = Series::tiered(1.0, 120.0, 5.0, 3600.0);
-    let views = Series::tiered(1.0, 300.0, 5.0, 600.0).one_value_a_bucket();
-    let mut d = Demand::new(0.0, views.peaks_past(), none.clone());
+    let (mut d, none) = nvml_alone();
     let p = params();
     let card = 141.0 * GIB;
     let curve = |t: f64| 0.5 + 120.0 * (1.0 - (-t / 60.0).exp());
