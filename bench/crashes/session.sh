@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-fifth
+#                                                 reearned-seventeenth .. reearned-twenty-sixth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -75,6 +75,7 @@ reearned-twelfth | reearned-thirteenth | reearned-fourteenth | reearned-fifteent
 reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
 reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearned-twenty-fifth) BUDGET_S=${BUDGET_S:-300} ;;
+reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -782,6 +783,23 @@ reearned-twenty-fifth)
   run1() { rec h-kv-saturate-3 270 healthy $W healthy-kv-saturate --duration 245 --tau-s 90 --life-s 25 --fraction 0.85 --seed 251; }
   run2() { rec c-kv-server-2 270 "" $W kv-server --growth-s 110 --load-s 75 --period-s 0.05 --seed 252; }
   four_runs
+  pause 10
+  ;;
+reearned-twenty-sixth)
+  # Held out, with the build that also ends a capped loading where its ramp stops: a server's
+  # cache of sessions that fills fast (to 88 % with a time constant of 45 s, sessions of 15 s),
+  # beside a server whose weights are read for 130 s (far past the cap) before its KV caches
+  # grow without eviction until they do not fit, each with a new seed. Two GPUs (GPUS=2), or
+  # one after the other on one (GPUS=1).
+  run1() { rec h-kv-saturate-4 260 healthy $W healthy-kv-saturate --duration 230 --tau-s 45 --life-s 15 --fraction 0.88 --seed 261; }
+  run2() { rec c-kv-server-3 300 "" $W kv-server --growth-s 90 --load-s 130 --period-s 0.05 --seed 262; }
+  if [ "${GPUS:-2}" -lt 2 ]; then
+    GPU=0 run1
+    pause 10
+    GPU=0 run2
+  else
+    four_runs
+  fi
   pause 10
   ;;
 reearned-check)
