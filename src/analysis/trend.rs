@@ -168,8 +168,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
     let (line, slope_lower, slope_upper) = theil_sen_interval(&xy, Some(0.01))?;
     let mins: Vec<f64> = points.iter().map(|p| p.min).collect();
     let (_, p_value) = mann_kendall_increasing(&mins)?;
-    let recent_from = points.len() - (points.len() / 3).max(3).min(points.len());
-    let recent_slope = theil_sen(&xy[recent_from..])
+    let recent_slope = theil_sen(latest_third(&xy))
         .map(|l| l.slope)
         .unwrap_or(line.slope);
     let mut swings: Vec<f64> = points.iter().map(|p| p.max - p.min).collect();
@@ -372,8 +371,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
             0.0
         }
     } else {
-        let from = pts.len() - (pts.len() / 3).max(3).min(pts.len());
-        theil_sen(&pts[from..]).map_or(line.slope, |l| l.slope)
+        theil_sen(latest_third(pts)).map_or(line.slope, |l| l.slope)
     };
     let quiet = if stepwise {
         last_t - st.last_t
@@ -426,8 +424,13 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
 /// (`SATURATING_RATIO`), and its latest third as well as a line through that third could: how
 /// much more it is on course to rise after the last point, and how fast.
 pub fn smooth_saturation(pts: &[(f64, f64)]) -> Option<Saturation> {
-    let recent = pts.len() - (pts.len() / 3).max(3).min(pts.len());
-    saturation_through(pts, &pts[recent..])
+    saturation_through(pts, latest_third(pts))
+}
+
+/// The latest third of a fit's points, three at least: where a rise that levelled off, or
+/// one that goes on past a bend, shows first.
+fn latest_third<T>(pts: &[T]) -> &[T] {
+    &pts[pts.len() - (pts.len() / 3).max(3).min(pts.len())..]
 }
 
 /// A saturating curve fitted over `whole`, a rise that `tail` ends: kept only where it fits
