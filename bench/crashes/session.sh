@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-sixth
+#                                                 reearned-seventeenth .. reearned-twenty-seventh
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -76,6 +76,7 @@ reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGE
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
 reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearned-twenty-fifth) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
+reearned-twenty-seventh) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -85,7 +86,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 if [ -z "$PLAN_ONLY" ] && [ -d "${DEBS:-.live}" ]; then
   source bench/live/stack.sh
-  live_stack "$OUT"
+  live_stack "$OUT" || exit 1
   pids+=("${LIVE_PIDS[@]}")
   sleep 5
 fi
@@ -800,6 +801,24 @@ reearned-twenty-sixth)
   else
     four_runs
   fi
+  pause 10
+  ;;
+reearned-twenty-seventh)
+  # Held out, with the build after the twenty-sixth plan: two healthy jobs beside each other on
+  # one GPU (a model at 45 % whose checkpoint gathers 10 % of the card every 30 s, and 70 s
+  # later a warm-up by ever larger batches that fills the card to 95 % over 120 s, sized with
+  # the first in its sight), each the other's neighbour; beside them, on the other GPU,
+  # evaluations every ~45 s that keep their outputs until the fifth does not fit. New seeds.
+  # Two GPUs (GPUS=2).
+  lane0() {
+    GPU=0 rec h-ckpt-gather-18 300 healthy $W healthy-ckpt-gather --duration 270 --ckpt-s 30 --fraction 0.45 --gather-fraction 0.1 --seed 271 &
+    local first=$!
+    pause 70 # after the first gather, whose block its cache then keeps
+    GPU=0 rec h-warmup-saturate-20 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.95 --seed 272
+    wait $first
+  }
+  lane1() { GPU=1 rec c-eval-kept-18 300 "" $W eval-kept --train-s 40 --steps 4 --seed 273; }
+  side_by_side lane0 lane1
   pause 10
   ;;
 reearned-check)

@@ -23,7 +23,7 @@ W="python3 bench/crashes/workloads.py"
 source bench/live/stack.sh
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-live_stack "$OUT"
+live_stack "$OUT" || exit 1
 pids+=("${LIVE_PIDS[@]}")
 sleep 5
 T0=$(date +%s)

@@ -25,7 +25,7 @@ export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-live_stack "$OUT"
+live_stack "$OUT" || exit 1
 pids+=("${LIVE_PIDS[@]}")
 "$FLOOR_BIN" 100000 1000 >"$OUT/floor.log" 2>&1 &
 FLOOR=$!; pids+=($FLOOR)

@@ -15,6 +15,11 @@
 live_stack() {
   local out=$1
   local root
+  # A plan that ran without its exporter would be recorded but never watched: stop before it.
+  if [ ! -x "${BIN:-target/release/gpumem-exporter}" ]; then
+    echo "live_stack: no exporter binary at ${BIN:-target/release/gpumem-exporter} (set BIN)" >&2
+    return 1
+  fi
   root=$(mktemp -d)
   for f in "${DEBS:-.live}"/*.deb; do dpkg -x "$f" "$root"; done
   # Debian's Alertmanager reads its default notification templates from this fixed path.

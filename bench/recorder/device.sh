@@ -64,7 +64,7 @@ fi
 
 if [ -d "${DEBS:-.live}" ]; then
   source bench/live/stack.sh
-  SCRAPE=5s live_stack "$OUT"
+  SCRAPE=5s live_stack "$OUT" || exit 1
   trap 'live_collect "$OUT"; kill "${LIVE_PIDS[@]}" 2>/dev/null' EXIT
   sleep 5
 fi
