@@ -531,3 +531,23 @@ fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
     }
     assert!(whole >= 5, "read whole at {whole} s");
 }
+
+#[test]
+fn a_smooth_rise_that_slowed_but_goes_on_is_forecast_at_its_pace_now() {
+    // NVML alone: weights of 20 GiB, then from 130 s a cache that grows by 0.8 GiB/s for 50 s,
+    // and from 180 s by 0.08 GiB/s (requests that keep their keys and values), on a card of
+    // 73 GiB. At 260 s it holds 66.4 GiB: the line through the window is steeper than the
+    // pace now by more than twice. The room (6.6 GiB less a segment) closes at the pace now,
+    // in about 80 s; a slowed rise that goes on is no reason for no ETA.
+    let (mut d, none) = nvml_alone();
+    let p = params();
+    let gib = |t: f64| 20.0 + 0.8 * (t - 130.0).clamp(0.0, 50.0) + 0.08 * (t - 180.0).max(0.0);
+    for t in 0..=260 {
+        let t = t as f64;
+        d.update(t, &driver_only(&none, (gib(t) * GIB) as u64), &p);
+    }
+    let tr = d.trend().expect("growth");
+    assert!((tr.slope / GIB - 0.08).abs() < 0.02, "{tr:?}");
+    let e = oom::eta(73.0 * GIB, &[d.part(260.0, &p)], 0, &p.eta).expect("an ETA");
+    assert!((60.0..100.0).contains(&e.seconds), "{e:?}");
+}
