@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-seventh
+#                                                 reearned-seventeenth .. reearned-twenty-eighth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -76,7 +76,7 @@ reearned-eighteenth | reearned-nineteenth | reearned-twentieth) BUDGET_S=${BUDGE
 reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
 reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearned-twenty-fifth) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
-reearned-twenty-seventh) BUDGET_S=${BUDGET_S:-330} ;;
+reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -819,6 +819,17 @@ reearned-twenty-seventh)
   }
   lane1() { GPU=1 rec c-eval-kept-18 300 "" $W eval-kept --train-s 40 --steps 4 --seed 273; }
   side_by_side lane0 lane1
+  pause 10
+  ;;
+reearned-twenty-eighth)
+  # Held out, watched live by the build that forecasts a smooth rise that slowed at its pace
+  # now: weights of 40 GiB read for 110 s from storage whose speed varies shard by shard, then
+  # a KV pool and steady serving (healthy: a rise whose pace falls, then stops), beside a server
+  # whose weights are read for 100 s before its KV caches grow more slowly than the last
+  # plan's until they do not fit. New seeds. Two GPUs (GPUS=2).
+  run1() { rec h-slow-load-11 300 healthy $W healthy-slow-load --load-gib 40 --load-s 110 --kv-gib 20 --duration 150 --period-s 0.08 --seed 281; }
+  run2() { rec c-kv-server-4 300 "" $W kv-server --growth-s 140 --load-s 100 --period-s 0.05 --seed 282; }
+  four_runs
   pause 10
   ;;
 reearned-check)
