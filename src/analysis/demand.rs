@@ -357,7 +357,7 @@ impl Demand {
             return;
         };
         let from = loaded.max(now - p.window);
-        let rise_began = self.loading.capped_from();
+        let rise_began = self.loading.rise_began();
         let fit = |s: &Series| {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =

@@ -59,9 +59,13 @@ pub struct Loading {
     began: Option<Time>,
     /// Ended by the cap: a rise that never paused is growth until it pauses.
     capped: bool,
-    /// Where the last loading began, if its cap ended it: the rise the forecast then reads
-    /// began there.
-    capped_from: Option<Time>,
+    /// Where the last loading began, if it ended with its rise still going (its cap cut it,
+    /// or its pace fell under a large part of what it holds but not under a large part of the
+    /// pace it loaded at): the rise the forecast then reads began there.
+    rise_began: Option<Time>,
+    /// What each stretch measured rose by, over the last stretch: the pace a loading had
+    /// just before it ended.
+    rises: VecDeque<(Time, f64)>,
     /// The first point's time.
     appeared: Option<Time>,
     /// The last loading's footprint where it began and at its highest.
@@ -93,11 +97,11 @@ impl Loading {
         self.ended.filter(|_| !self.deciding)
     }
 
-    /// Where the rise that the loading's cap cut began, while that loading is the last: a
-    /// rise that went on past the cap is one rise from there, and its shape is read from
-    /// there (does it slow down?).
-    pub fn capped_from(&self) -> Option<Time> {
-        self.capped_from.filter(|_| self.ended().is_some())
+    /// Where the rise that the last loading was began, while that rise went on past the
+    /// loading's end (cut by the cap, or slowed without a break): it is one rise from there,
+    /// and its shape is read from there (does it slow down?).
+    pub fn rise_began(&self) -> Option<Time> {
+        self.rise_began.filter(|_| self.ended().is_some())
     }
 
     /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
@@ -135,6 +139,16 @@ impl Loading {
                 _ => low,
             };
             let rise = bytes - low;
+            // The stretch that ended a stretch ago, where this one began.
+            let before = self
+                .rises
+                .front()
+                .filter(|r| r.0 <= t - STRETCH)
+                .map(|r| r.1);
+            self.rises.push_back((t, rise));
+            while self.rises.len() >= 2 && self.rises[1].0 <= t - STRETCH {
+                self.rises.pop_front();
+            }
             let young = self.appeared.is_some_and(|a| t - a < YOUNG * max);
             let took = self.top - self.base;
             let gave_back = took >= min_step && self.low_since <= self.top - 0.5 * took;
@@ -159,7 +173,7 @@ impl Loading {
                 self.deciding = young && !repeat && undecided && !gave_back;
                 if !self.capped && (stage || gave_back) && self.ended.take().is_some() {
                     self.began = Some(since);
-                    self.capped_from = None;
+                    self.rise_began = None;
                     (self.base, self.top) = match self.stage.filter(|_| settled) {
                         Some(s) => (s.base, s.top.max(bytes)),
                         None => (low, bytes),
@@ -174,6 +188,17 @@ impl Loading {
                 // all, known now: it ended where this stretch began, and what comes after it
                 // (a leak at its own pace) is read from there, not through the ramp.
                 if std::mem::take(&mut self.capped) || self.ended.is_none() {
+                    // A rise whose pace fell under a large part of what it holds, but still
+                    // takes a large part of what the stretch before took, is the loading's
+                    // rise going on, as one the cap cut is (a cache that fills ever more
+                    // slowly from the process's first seconds); weights taken in a block and
+                    // a leak after them are not one rise.
+                    if self.ended.is_none()
+                        && rise >= min_step
+                        && before.is_some_and(|b| rise > SHARE * b)
+                    {
+                        self.rise_began = self.began;
+                    }
                     self.ended = Some(since);
                     self.low_since = bytes;
                 }
@@ -183,7 +208,7 @@ impl Loading {
         if self.ended.is_none() && t - began >= max {
             self.ended = Some(began + max);
             self.capped = true;
-            self.capped_from = Some(began);
+            self.rise_began = Some(began);
             self.low_since = bytes;
         }
     }
@@ -303,14 +328,44 @@ mod tests {
             l.push(t as f64, GIB * (1.0 + t as f64), 60.0, SEG);
         }
         assert_eq!(l.ended(), Some(60.0));
-        assert_eq!(l.capped_from(), Some(0.0));
+        assert_eq!(l.rise_began(), Some(0.0));
         // A block taken at once is no rise the cap cut.
         let mut l = Loading::new();
         for t in 0..=30 {
             l.push(t as f64, 2.0 * GIB, 60.0, SEG);
         }
         assert_eq!(l.ended(), Some(0.0));
-        assert_eq!(l.capped_from(), None);
+        assert_eq!(l.rise_began(), None);
+    }
+
+    #[test]
+    fn a_rise_that_slows_below_a_large_part_of_itself_without_a_break_is_one_rise() {
+        // A cache filling along 1 - e^(-t/30) to 100 GiB: 20 s take less than a quarter of
+        // what it holds from about 53 s on, while it still rises by gigabytes, at two thirds
+        // of the pace of the 20 s before.
+        let mut l = Loading::new();
+        for t in 0..=70 {
+            let t = t as f64;
+            l.push(
+                t,
+                GIB * (1.0 + 100.0 * (1.0 - (-t / 30.0).exp())),
+                60.0,
+                SEG,
+            );
+        }
+        assert!(l.ended().is_some_and(|e| e < 40.0), "{:?}", l.ended());
+        assert_eq!(l.rise_began(), Some(0.0));
+        // Weights of 60 GiB taken over 10 s from 20 s on, then a leak of 0.2 GiB/s: the
+        // loading ends as the leak's 4 GiB per stretch fall under a quarter of what it holds,
+        // but they are no quarter of the 60 GiB the stretch before took: a load and a leak.
+        let mut l = Loading::new();
+        for t in 0..=90 {
+            let t = t as f64;
+            let gib = 1.0 + 6.0 * (t - 20.0).clamp(0.0, 10.0) + 0.2 * (t - 30.0).max(0.0);
+            l.push(t, GIB * gib, 60.0, SEG);
+        }
+        assert!(l.ended().is_some(), "{:?}", l.ended());
+        assert_eq!(l.rise_began(), None);
     }
 
     #[test]

@@ -500,27 +500,24 @@ fn memory_given_back_is_asked_for_again_within_the_window() {
     assert!(!p.part(t).asks);
 }
 
-#[test]
-fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
-    // NVML alone: a server's sessions fill its cache along 1 - e^(-t/60) towards 120 GiB of a
-    // 141 GiB card, the sessions it holds wandering by 3 GiB about the curve. Its loading is
-    // capped at 60 s while it still rises: one rise with what came before. Over its tail
-    // alone (from the cap) the curve is no clearly better fit than a line, and the line gives
-    // an ETA of a minute or two; read whole, the rise slows towards a level the card holds,
-    // what is left of it is known within a fifth, and there is no ETA.
+/// NVML alone: a server's sessions fill its cache along 1 - e^(-t/tau) towards 120 GiB of a
+/// 141 GiB card, the sessions it holds wandering by 3 GiB about the curve; the seconds at which
+/// its rise, read whole from its first second, says how much is left of it (within a fifth),
+/// each of them without an ETA.
+fn read_whole(tau: f64) -> usize {
     let (mut d, none) = nvml_alone();
     let p = params();
     let card = 141.0 * GIB;
-    let curve = |t: f64| 0.5 + 120.0 * (1.0 - (-t / 60.0).exp());
+    let curve = |t: f64| 0.5 + 120.0 * (1.0 - (-t / tau).exp());
     let mut whole = 0;
     for t in 0..=130 {
         let t = t as f64;
         let gib = curve(t) + 3.0 * (t / 7.0).sin();
         d.update(t, &driver_only(&none, (gib * GIB) as u64), &p);
-        if t < 61.0 {
+        if d.loading.ended().is_none() {
             continue;
         }
-        assert!(d.loading.capped_from() == Some(0.0), "capped at {t}");
+        assert_eq!(d.loading.rise_began(), Some(0.0), "one rise at {t}");
         let left = 120.5 - curve(t);
         let read = d.trend().and_then(|tr| tr.saturation);
         if read.is_some_and(|s| (s.rest / GIB - left).abs() < 0.2 * left) {
@@ -529,6 +526,25 @@ fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
             assert!(e.is_none(), "at {t}: {e:?}");
         }
     }
+    whole
+}
+
+#[test]
+fn a_rise_that_slows_past_the_loadings_cap_is_read_whole() {
+    // Time constant 60 s: its loading is capped at 60 s while it still rises, one rise with
+    // what came before. Over its tail alone (from the cap) the curve is no clearly better fit
+    // than a line, and the line gives an ETA of a minute or two; read whole, the rise slows
+    // towards a level the card holds, and there is no ETA.
+    let whole = read_whole(60.0);
+    assert!(whole >= 5, "read whole at {whole} s");
+}
+
+#[test]
+fn a_rise_that_slowed_below_a_large_part_of_itself_without_a_break_is_read_whole() {
+    // Time constant 30 s: its loading ends before the cap, at about 33 s, once 20 s take less
+    // than a quarter of what it holds; it still rises at about 1 GiB/s with 30 GiB of room, a
+    // line's ETA of half a minute, but is the same rise going on.
+    let whole = read_whole(30.0);
     assert!(whole >= 5, "read whole at {whole} s");
 }
 
