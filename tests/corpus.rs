@@ -812,7 +812,8 @@ const ALLOWED: &[Allowance] = &[
     // (critical from 175 to 235 s), as h-warmup-saturate-6 and -7: NVML sees segments of
     // 15-18 GiB 9-45 s apart to 93 %, the last two 9 s apart and the next as large not fitting,
     // a staircase no different from evaluations that keep their outputs. In replay without
-    // the client critical 42 s and high 51 s, 11 of them more than 30 s after its last step
+    // the client critical 42 s and high 51 s (46 since a rise whose loading ended without a
+    // break is read whole), 11 of them more than 30 s after its last step
     // (the stale check waits the larger of 30 s and one and a half of the last gap, 9 s; the
     // forecast one and a half of its median gap, 31 s), and a leak flag for 45 s; with the
     // client never at high in any variant.
@@ -826,7 +827,7 @@ const ALLOWED: &[Allowance] = &[
         "h200-h-warmup-saturate-19",
         Some("no client"),
         "high_seconds",
-        51.0,
+        46.0,
     ),
     allow(
         "h200-h-warmup-saturate-19",
@@ -978,33 +979,16 @@ const ALLOWED: &[Allowance] = &[
     //   slowing curve); a healthy page, named in docs/forecast.md's known limits. Since a
     //   smooth rise that slowed is forecast at its pace now, 61-74 s (the seconds where it
     //   had no ETA while its pace fell under half the window's line are now critical too);
-    allow("h200-h-kv-saturate-4", None, "critical_seconds", 61.0),
-    allow(
-        "h200-h-kv-saturate-4",
-        Some("one expandable segment"),
-        "critical_seconds",
-        66.0,
-    ),
-    allow(
-        "h200-h-kv-saturate-4",
-        Some("80 GiB card"),
-        "critical_seconds",
-        63.0,
-    ),
-    allow(
-        "h200-h-kv-saturate-4",
-        Some("141 GiB card"),
-        "critical_seconds",
-        63.0,
-    ),
-    allow("h200-h-kv-saturate-4", None, "high_seconds", 3.0),
+    //   since a rise whose loading ended without a break is read whole, 19-21 s;
+    allow("h200-h-kv-saturate-4", None, "critical_seconds", 21.0),
+    allow("h200-h-kv-saturate-4", None, "high_seconds", 2.0),
     allow(
         "h200-h-kv-saturate-4",
         Some("slower ×2"),
         "high_seconds",
         30.0,
     ),
-    allow("h200-h-kv-saturate-4", None, "min_eta", 55.0),
+    allow("h200-h-kv-saturate-4", None, "min_eta", 64.0),
     allow("h200-h-kv-saturate-4", Some("slower ×2"), "min_eta", 40.0),
     allow("h200-h-kv-saturate-4", None, "leak_seconds", 129.0),
     allow(
@@ -1019,33 +1003,15 @@ const ALLOWED: &[Allowance] = &[
         "stale_seconds",
         1.0,
     ),
-    allow("h200-h-kv-saturate-4b", None, "critical_seconds", 69.0),
-    allow(
-        "h200-h-kv-saturate-4b",
-        Some("one expandable segment"),
-        "critical_seconds",
-        71.0,
-    ),
-    allow(
-        "h200-h-kv-saturate-4b",
-        Some("80 GiB card"),
-        "critical_seconds",
-        74.0,
-    ),
-    allow(
-        "h200-h-kv-saturate-4b",
-        Some("141 GiB card"),
-        "critical_seconds",
-        70.0,
-    ),
-    allow("h200-h-kv-saturate-4b", None, "high_seconds", 3.0),
+    allow("h200-h-kv-saturate-4b", None, "critical_seconds", 21.0),
+    allow("h200-h-kv-saturate-4b", None, "high_seconds", 2.0),
     allow(
         "h200-h-kv-saturate-4b",
         Some("slower ×2"),
         "high_seconds",
         8.0,
     ),
-    allow("h200-h-kv-saturate-4b", None, "min_eta", 55.0),
+    allow("h200-h-kv-saturate-4b", None, "min_eta", 61.0),
     allow("h200-h-kv-saturate-4b", None, "leak_seconds", 131.0),
     allow(
         "h200-h-kv-saturate-4b",
@@ -1104,6 +1070,62 @@ const ALLOWED: &[Allowance] = &[
     //   they do not fit: paged live 117 / 122 s ahead (client / NVML alone); critical 134 s
     //   ahead (`predict_linear` 144); twice as slow 34 s, short of 45.
     allow("h200-c-kv-server-4", Some("slower ×2"), "slower", 34.0),
+    // Held out, reearned-twenty-ninth (two H200s; data/results/h200x2-2026-11-28-twenty-ninth),
+    // watched live by the build that reads a rise whose loading ended without a break whole,
+    // scored once:
+    // - a server's cache of sessions to 88 % (τ 45 s), as h200-h-kv-saturate-4: **paged live**
+    //   on both routes (+79 / +74 s); in replay critical 15-29 s while it rose;
+    // - the same to 85 % with τ 30 s: nothing live on either route; high 4 s (7 twice as
+    //   slow), its shortest ETA 77 s; the leak flag while it rose (105 s, 287 twice as slow).
+    allow("h200-h-kv-saturate-5", None, "critical_seconds", 15.0),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("no client"),
+        "critical_seconds",
+        29.0,
+    ),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("one expandable segment"),
+        "critical_seconds",
+        29.0,
+    ),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("slower ×2"),
+        "critical_seconds",
+        19.0,
+    ),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("141 GiB card"),
+        "critical_seconds",
+        29.0,
+    ),
+    allow("h200-h-kv-saturate-5", None, "high_seconds", 1.0),
+    allow("h200-h-kv-saturate-5", None, "min_eta", 41.0),
+    allow("h200-h-kv-saturate-5", None, "leak_seconds", 96.0),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("slower ×2"),
+        "leak_seconds",
+        275.0,
+    ),
+    allow("h200-h-kv-saturate-6", None, "high_seconds", 4.0),
+    allow(
+        "h200-h-kv-saturate-6",
+        Some("slower ×2"),
+        "high_seconds",
+        7.0,
+    ),
+    allow("h200-h-kv-saturate-6", None, "min_eta", 77.0),
+    allow("h200-h-kv-saturate-6", None, "leak_seconds", 105.0),
+    allow(
+        "h200-h-kv-saturate-6",
+        Some("slower ×2"),
+        "leak_seconds",
+        287.0,
+    ),
 ];
 
 fn allowed(m: &Miss) -> bool {
