@@ -404,7 +404,10 @@ impl Demand {
             // A smooth rise that slowed but goes on is growth at its pace now: the line
             // through the window, steepened by its older, faster part, is not what closes
             // the room, and no ETA at all is not either.
-            if t.stairs.is_none() && t.recent_slope > 0.0 && t.recent_slope < 0.5 * t.slope {
+            if t.stairs.is_none()
+                && t.recent_slope > 0.0
+                && t.recent_slope < evidence::SLOWED * t.slope
+            {
                 let k = t.recent_slope / t.slope;
                 t.slope = t.recent_slope;
                 t.slope_lower *= k;

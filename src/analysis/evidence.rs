@@ -7,6 +7,11 @@ use super::trend::Trend;
 use crate::history::Series;
 use crate::model::Time;
 
+/// A rise whose latest part rises at less than this share of its line's slope has slowed: a
+/// staircase whose next step is late, a smooth rise that levels off (which `demand` then reads
+/// at its pace now, while it still rises).
+pub const SLOWED: f64 = 0.5;
+
 /// A demand trend (fitted on the process's points since its warm-up) is extrapolated only when
 /// it is long, significant, rising by more than a segment, and still rising now.
 pub fn credible(t: &Trend, p: &EtaParams) -> bool {
@@ -17,7 +22,7 @@ pub fn credible(t: &Trend, p: &EtaParams) -> bool {
         && t.span >= p.min_span
         && t.p_value < p.significance
         && t.slope > 0.0
-        && t.recent_slope >= 0.5 * t.slope
+        && t.recent_slope >= SLOWED * t.slope
         && current(t)
 }
 
