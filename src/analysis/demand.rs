@@ -400,19 +400,7 @@ impl Demand {
             (View::Peak, &self.peak_need),
             (View::Record, &self.record_need),
         ] {
-            let Some(mut t) = fit(s) else { continue };
-            // A smooth rise that slowed but goes on is growth at its pace now: the line
-            // through the window, steepened by its older, faster part, is not what closes
-            // the room, and no ETA at all is not either.
-            if t.stairs.is_none()
-                && t.recent_slope > 0.0
-                && t.recent_slope < evidence::SLOWED * t.slope
-            {
-                let k = t.recent_slope / t.slope;
-                t.slope = t.recent_slope;
-                t.slope_lower *= k;
-                t.slope_upper *= k;
-            }
+            let Some(t) = fit(s) else { continue };
             // Steps of what it holds that its empty segments would serve at its peak, with a
             // request to spare, are its cache's: a request the driver refuses makes the
             // allocator give those back and try again (a warm-up whose every record batch

@@ -8,8 +8,8 @@ use crate::history::Series;
 use crate::model::Time;
 
 /// A rise whose latest part rises at less than this share of its line's slope has slowed: a
-/// staircase whose next step is late, a smooth rise that levels off (which `demand` then reads
-/// at its pace now, while it still rises).
+/// staircase whose next step is late, a smooth rise that levels off (which `trend::fit_demand`
+/// then reports at its pace now, while it still rises).
 pub const SLOWED: f64 = 0.5;
 
 /// A demand trend (fitted on the process's points since its warm-up) is extrapolated only when

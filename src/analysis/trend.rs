@@ -396,10 +396,31 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
         .into_iter()
         .chain(stepped)
         .reduce(|a, b| if b.rest > a.rest { b } else { a });
+    // A smooth rise that slowed but goes on is growth at its pace now: the line through the
+    // window, steepened by its older, faster part, is not what closes the room, and no trend
+    // at all is not either.
+    let stairs =
+        (stepwise && st.median_gap.is_finite() && st.median_step > 0.0).then_some(Stairs {
+            step: st.median_step,
+            gap: st.median_gap,
+            next_in: (st.last_t + st.median_gap - last_t).max(0.0),
+            last: st.last_t,
+            below: st.below_last,
+            reached: st.last_reached,
+            count: st.count,
+        });
+    let pace = if stairs.is_none()
+        && recent_slope > 0.0
+        && recent_slope < super::evidence::SLOWED * line.slope
+    {
+        recent_slope / line.slope
+    } else {
+        1.0
+    };
     Some(Trend {
-        slope: line.slope,
-        slope_lower,
-        slope_upper,
+        slope: pace * line.slope,
+        slope_lower: pace * slope_lower,
+        slope_upper: pace * slope_upper,
         p_value,
         span: last_t - pts[0].0,
         points: pts.len(),
@@ -408,15 +429,7 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
         swing: 0.0,
         quiet,
         saturation,
-        stairs: (stepwise && st.median_gap.is_finite() && st.median_step > 0.0).then_some(Stairs {
-            step: st.median_step,
-            gap: st.median_gap,
-            next_in: (st.last_t + st.median_gap - last_t).max(0.0),
-            last: st.last_t,
-            below: st.below_last,
-            reached: st.last_reached,
-            count: st.count,
-        }),
+        stairs,
     })
 }
 
