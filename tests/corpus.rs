@@ -1078,17 +1078,20 @@ const ALLOWED: &[Allowance] = &[
     // - the same to 85 % with τ 30 s: nothing live on either route; high 4 s (7 twice as
     //   slow), its shortest ETA 77 s; the leak flag while it rose (105 s, 287 twice as slow).
     allow("h200-h-kv-saturate-5", None, "critical_seconds", 15.0),
+    // Since the saturating fit narrows its time constant (the curve of the whole rise now
+    // heads for 160 GB of a 151 GB card at 70 s, no longer 167 or 143 by turns): 11 s as
+    // recorded, 29-31 in the other variants.
     allow(
         "h200-h-kv-saturate-5",
         Some("no client"),
         "critical_seconds",
-        29.0,
+        31.0,
     ),
     allow(
         "h200-h-kv-saturate-5",
         Some("one expandable segment"),
         "critical_seconds",
-        29.0,
+        31.0,
     ),
     allow(
         "h200-h-kv-saturate-5",
@@ -1098,9 +1101,15 @@ const ALLOWED: &[Allowance] = &[
     ),
     allow(
         "h200-h-kv-saturate-5",
-        Some("141 GiB card"),
+        Some("80 GiB card"),
         "critical_seconds",
         29.0,
+    ),
+    allow(
+        "h200-h-kv-saturate-5",
+        Some("141 GiB card"),
+        "critical_seconds",
+        31.0,
     ),
     allow("h200-h-kv-saturate-5", None, "high_seconds", 1.0),
     allow("h200-h-kv-saturate-5", None, "min_eta", 41.0),
@@ -1117,6 +1126,15 @@ const ALLOWED: &[Allowance] = &[
         Some("slower ×2"),
         "high_seconds",
         7.0,
+    ),
+    // Twice as slow, 5 s at critical since the saturating fit narrows its time constant: the
+    // whole rise's curve heads for the card's size, with a time constant just over the
+    // points' span for those seconds (a bend not seen, timed by the line).
+    allow(
+        "h200-h-kv-saturate-6",
+        Some("slower ×2"),
+        "critical_seconds",
+        5.0,
     ),
     allow("h200-h-kv-saturate-6", None, "min_eta", 77.0),
     allow("h200-h-kv-saturate-6", None, "leak_seconds", 105.0),

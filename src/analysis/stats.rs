@@ -248,26 +248,55 @@ pub fn saturating(points: &[(f64, f64)]) -> Option<Saturating> {
     if linear <= 0.0 {
         return None;
     }
-    let mut best: Option<Saturating> = None;
-    for k in 0..=10 {
-        let tau = span / 16.0 * 2f64.powf(k as f64 / 2.0);
+    let fit = |tau: f64| {
         let xy = points.iter().map(|&(t, y)| ((-(t - t0) / tau).exp(), y));
-        let Some((level, b, sse)) = least_squares(xy) else {
-            continue;
-        };
         // b < 0: the curve rises and slows down.
-        if b < 0.0 && best.is_none_or(|s| sse / linear < s.ratio) {
-            best = Some(Saturating {
+        least_squares(xy)
+            .filter(|&(_, b, _)| b < 0.0)
+            .map(|(level, b, sse)| Saturating {
                 level,
                 tau,
                 b,
                 t0,
                 ratio: (sse / linear).min(1.0),
-            });
+            })
+    };
+    let lowest = |a: Option<Saturating>, b: Option<Saturating>| match (a, b) {
+        (Some(a), Some(b)) => Some(if b.ratio < a.ratio { b } else { a }),
+        (a, b) => a.or(b),
+    };
+    // A grid a half-octave apart finds the valley; the time constant is then narrowed within
+    // it, since a half-octave off moves the level the curve heads for by a large part of what
+    // is left of the rise.
+    let (lo, hi) = (span / 16.0, span * 2.0);
+    let grid = (0..=10).map(|k| lo * 2f64.powf(k as f64 / 2.0));
+    let coarse = grid.map(fit).fold(None, lowest)?;
+    let (mut a, mut b) = (
+        (coarse.tau / STEP).max(lo).ln(),
+        (coarse.tau * STEP).min(hi).ln(),
+    );
+    let mut best = Some(coarse);
+    for _ in 0..REFINE_STEPS {
+        let m1 = b - (b - a) / GOLDEN;
+        let m2 = a + (b - a) / GOLDEN;
+        let (f1, f2) = (fit(m1.exp()), fit(m2.exp()));
+        let r = |f: &Option<Saturating>| f.map_or(f64::INFINITY, |s| s.ratio);
+        if r(&f1) <= r(&f2) {
+            b = m2;
+        } else {
+            a = m1;
         }
+        best = lowest(lowest(best, f1), f2);
     }
     best
 }
+
+/// The coarse grid's spacing of time constants, a half-octave.
+const STEP: f64 = std::f64::consts::SQRT_2;
+const GOLDEN: f64 = 1.618_033_988_749_895;
+/// Golden-section steps within one grid spacing either side of the best: the bracket
+/// shrinks to under a thousandth of its width.
+const REFINE_STEPS: usize = 15;
 
 impl Saturating {
     /// The curve at `t`.
@@ -319,6 +348,26 @@ mod tests {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
+    fn a_saturating_fit_finds_a_time_constant_between_its_grid_points() {
+        // 2 s apart over 120 s the grid tries 42.4 s and 60 s; the rise's own 51 s lies
+        // half-way, where either grid point misses the level by gigabytes.
+        let gib = (1u64 << 30) as f64;
+        let pts: Vec<(f64, f64)> = (0..=60)
+            .map(|i| {
+                let t = 2.0 * i as f64;
+                (t, gib * (10.0 + 100.0 * (1.0 - (-t / 51.0).exp())))
+            })
+            .collect();
+        let s = saturating(&pts).expect("a rise that slows");
+        assert!((s.tau - 51.0).abs() < 0.5, "tau {}", s.tau);
+        assert!(
+            (s.level - 110.0 * gib).abs() < 0.2 * gib,
+            "{} GiB",
+            s.level / gib
+        );
     }
 
     #[test]
