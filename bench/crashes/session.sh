@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-twenty-ninth
+#                                                 reearned-seventeenth .. reearned-thirty-first
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -77,7 +77,7 @@ reearned-twenty-first) BUDGET_S=${BUDGET_S:-440} ;;
 reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearned-twenty-fifth) BUDGET_S=${BUDGET_S:-300} ;;
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
-reearned-twenty-ninth) BUDGET_S=${BUDGET_S:-260} ;;
+reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -840,6 +840,25 @@ reearned-twenty-ninth)
   # Two GPUs (GPUS=2).
   run1() { rec h-kv-saturate-5 240 healthy $W healthy-kv-saturate --duration 200 --tau-s 45 --life-s 15 --fraction 0.88 --seed 291; }
   run2() { rec h-kv-saturate-6 240 healthy $W healthy-kv-saturate --duration 200 --tau-s 30 --life-s 20 --fraction 0.85 --seed 292; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirtieth)
+  # Held out, watched live by the build whose saturating curve is timed to the tenth of a
+  # second and checked on the tail's pace: a sessions' cache that fills faster and higher than
+  # any before (to 90 % with a time constant of 35 s), beside RL rounds whose rollouts grow
+  # until one does not fit. New seeds. Two GPUs (GPUS=2).
+  run1() { rec h-kv-saturate-7 240 healthy $W healthy-kv-saturate --duration 200 --tau-s 35 --life-s 12 --fraction 0.9 --seed 301; }
+  run2() { rec c-rising-peaks-10 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 12 --seed 302; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-first)
+  # Held out, the same build: evaluations every ~35 s that keep their outputs until the sixth
+  # does not fit, beside a warm-up by ever larger batches to 93 % over 100 s, then steady.
+  # New seeds. Two GPUs (GPUS=2).
+  run1() { rec c-eval-kept-19 240 "" $W eval-kept --train-s 30 --steps 5 --seed 311; }
+  run2() { rec h-warmup-saturate-21 240 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 100 --period-s 0.1 --fraction 0.93 --seed 312; }
   four_runs
   pause 10
   ;;
