@@ -48,7 +48,8 @@ const fn allow(
 }
 
 /// Every exception, with its reason; nothing else may miss a target. docs/forecast.md has the
-/// tables these come from.
+/// tables these come from. A limit follows the build down where a later change did better than
+/// when it was written; its comment keeps the numbers as first scored.
 const ALLOWED: &[Allowance] = &[
     // A staircase of three steps 40 s apart whose first step the cache absorbs: two steps show
     // (the allocator's record of its peak) only 40 s before the crash, and one step alone is a
@@ -84,10 +85,9 @@ const ALLOWED: &[Allowance] = &[
     // staircase is extrapolated over at most twice the steps it has shown.)
     allow("healthy-shared", Some("slower ×2"), "high_seconds", 20.0),
     allow("healthy-shared", Some("slower ×2"), "min_eta", 75.0),
-    allow("healthy-shared", Some("slower ×2"), "leak_seconds", 10.0),
+    allow("healthy-shared", Some("slower ×2"), "leak_seconds", 5.0),
     allow("h-ckpt", Some("slower ×2"), "high_seconds", 20.0),
     allow("h-ckpt", Some("slower ×2"), "min_eta", 120.0),
-    allow("healthy-prealloc", Some("slower ×2"), "leak_seconds", 25.0),
     // Held out, found when the held-out runs were scored (docs/forecast.md), not fixed:
     // - a cache that grows 768 MiB/s from its process's first second reads as loading for
     //   `analysis.eta_warmup`, as a checkpoint read at disk speed would: critical 21 s ahead
@@ -110,7 +110,7 @@ const ALLOWED: &[Allowance] = &[
     //   allocator's floor rising for 23 and 13 s. (cuDNN autotuning beside nine jobs, high
     //   for 26 s and a leak flag for 152 s twice as slow, no longer is: a floor whose last
     //   third is flat is no leak.)
-    allow("live-h-compile", Some("slower ×2"), "leak_seconds", 25.0),
+    allow("live-h-compile", Some("slower ×2"), "leak_seconds", 15.0),
     // After the forecast took back what its evidence no longer holds (a smooth rise quiet for
     // 15 s, a staircase's step 1.5 gaps late): the KV cache's bounds hold the truth at 78 %
     // (80 % before), and with one expandable segment kept-logits-2's staircase pauses long
@@ -136,7 +136,7 @@ const ALLOWED: &[Allowance] = &[
         "bounds",
         0.2,
     ),
-    allow("live-h-rl", Some("slower ×2"), "leak_seconds", 15.0),
+    allow("live-h-rl", Some("slower ×2"), "leak_seconds", 10.0),
     // The leak's persistence windows start at the fit's start (2026-11-27, see
     // `evidence::persistent`): twice as slow, h-rl's floor reads as a leak for 5 s.
     allow("h-rl", Some("slower ×2"), "leak_seconds", 5.0),
@@ -196,7 +196,7 @@ const ALLOWED: &[Allowance] = &[
     //   waits 5 minutes. (A minute of flat floor, until 2026-11-27, seventh: 25 s more on
     //   every slow load.)
     allow("h-slow-load", None, "leak_seconds", 170.0),
-    allow("h-slow-load-2", None, "leak_seconds", 192.0),
+    allow("h-slow-load-2", None, "leak_seconds", 47.0),
     // (Twice as slow 205 s since the end of a loading the cap cut moves to where it stopped
     // taking large parts of itself.)
     allow("h-slow-load-2", Some("slower ×2"), "leak_seconds", 205.0),
@@ -288,7 +288,7 @@ const ALLOWED: &[Allowance] = &[
     //   which the room holds; high for 5 s while the sampled high-water mark still held the
     //   second gather, and never since a step of the mark counts only once it outlived its
     //   window.
-    allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 110.0),
+    allow("h-slow-load-4", Some("slower ×2"), "leak_seconds", 75.0),
     // - Held out and scored once (2026-11-27, the `reearned-sixth` plan on two H200s, recorded
     //   after every rule above but the loading's half-risen steps; data/results/
     //   h200x2-2026-11-27-sixth has the live pages and the scoring). Live, the four healthy
@@ -317,12 +317,12 @@ const ALLOWED: &[Allowance] = &[
     //   the slow load's last shards read as a leak for 32 s (150 twice as slow; 27 and 125
     //   since 30 s of flat floor let a flag go), the slowed warm-up's last maxima for 80 s (the
     //   leak alert waits 5 minutes).
-    allow("h200-h-slow-load-5", None, "leak_seconds", 27.0),
+    allow("h200-h-slow-load-5", None, "leak_seconds", 5.0),
     allow(
         "h200-h-slow-load-5",
         Some("slower ×2"),
         "leak_seconds",
-        125.0,
+        95.0,
     ),
     // - Held out and scored once (2026-11-27, the `reearned-seventh` plan on four H200s,
     //   recorded with the build after every rule above; data/results/
@@ -517,7 +517,7 @@ const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-6", Some("slower ×2"), "early", 316.0),
     // - a load of 24 GiB over 130 s, then serving: never at high; its last shards a leak for
     //   42 s (167 s twice as slow), as the other slow loads.
-    allow("h-slow-load-7", None, "leak_seconds", 167.0),
+    allow("h-slow-load-7", None, "leak_seconds", 147.0),
     // Held out, reearned-fifteenth (four H100s; data/results/h100x4-2026-11-28-fifteenth),
     // scored once with the build watched live. Live, with the client / NVML alone: the
     // evaluations paged 55 / 45 s ahead, the checkpoint gather and the warm-up nothing, and
@@ -798,12 +798,12 @@ const ALLOWED: &[Allowance] = &[
     //   leak for 60-62 s (from 135 s, some 20 s before the load and its KV pool were in place,
     //   to 40 s after), 212 s twice as slow (as the other slow loads; the leak alert waits 5
     //   minutes).
-    allow("h200-h-slow-load-10", None, "leak_seconds", 62.0),
+    allow("h200-h-slow-load-10", None, "leak_seconds", 32.0),
     allow(
         "h200-h-slow-load-10",
         Some("slower ×2"),
         "leak_seconds",
-        212.0,
+        197.0,
     ),
     // Held out, reearned-twenty-third (its first two runs, on two H200s; data/results/
     // h200x2-2026-11-28-twenty-third), scored once with the build watched live: two more
@@ -860,19 +860,19 @@ const ALLOWED: &[Allowance] = &[
     //   Since a smooth rise that slowed is forecast at its pace now (2026-11-28, fifth), the
     //   second also 10 s at high after its rise on a 141 GiB card and with one expandable
     //   segment (its shortest ETA 148 s);
-    allow("h200-h-kv-saturate-1", None, "leak_seconds", 135.0),
+    allow("h200-h-kv-saturate-1", None, "leak_seconds", 122.0),
     allow(
         "h200-h-kv-saturate-1",
         Some("slower ×2"),
         "leak_seconds",
-        340.0,
+        279.0,
     ),
-    allow("h200-h-kv-saturate-2", None, "leak_seconds", 152.0),
+    allow("h200-h-kv-saturate-2", None, "leak_seconds", 119.0),
     allow(
         "h200-h-kv-saturate-2",
         Some("slower ×2"),
         "leak_seconds",
-        376.0,
+        142.0,
     ),
     allow(
         "h200-h-kv-saturate-2",
@@ -953,12 +953,12 @@ const ALLOWED: &[Allowance] = &[
     // - a third server's cache of sessions (to 85 %, τ 90 s): nothing live on either route;
     //   never critical, high only while it rose; its leak flag while it rose, 129 s (353 s
     //   twice as slow);
-    allow("h200-h-kv-saturate-3", None, "leak_seconds", 129.0),
+    allow("h200-h-kv-saturate-3", None, "leak_seconds", 78.0),
     allow(
         "h200-h-kv-saturate-3",
         Some("slower ×2"),
         "leak_seconds",
-        353.0,
+        190.0,
     ),
     // - weights read for 75 s, then KV caches that grow until they do not fit: one page live
     //   71 / 76 s ahead; critical 87 s ahead. Twice as slow its weights are read for 150 s,
@@ -990,12 +990,12 @@ const ALLOWED: &[Allowance] = &[
     ),
     allow("h200-h-kv-saturate-4", None, "min_eta", 64.0),
     allow("h200-h-kv-saturate-4", Some("slower ×2"), "min_eta", 40.0),
-    allow("h200-h-kv-saturate-4", None, "leak_seconds", 129.0),
+    allow("h200-h-kv-saturate-4", None, "leak_seconds", 47.0),
     allow(
         "h200-h-kv-saturate-4",
         Some("slower ×2"),
         "leak_seconds",
-        360.0,
+        159.0,
     ),
     allow(
         "h200-h-kv-saturate-4",
@@ -1012,12 +1012,12 @@ const ALLOWED: &[Allowance] = &[
         8.0,
     ),
     allow("h200-h-kv-saturate-4b", None, "min_eta", 61.0),
-    allow("h200-h-kv-saturate-4b", None, "leak_seconds", 131.0),
+    allow("h200-h-kv-saturate-4b", None, "leak_seconds", 19.0),
     allow(
         "h200-h-kv-saturate-4b",
         Some("slower ×2"),
         "leak_seconds",
-        348.0,
+        128.0,
     ),
     allow(
         "h200-h-kv-saturate-4b",
@@ -1113,12 +1113,12 @@ const ALLOWED: &[Allowance] = &[
     ),
     allow("h200-h-kv-saturate-5", None, "high_seconds", 1.0),
     allow("h200-h-kv-saturate-5", None, "min_eta", 41.0),
-    allow("h200-h-kv-saturate-5", None, "leak_seconds", 96.0),
+    allow("h200-h-kv-saturate-5", None, "leak_seconds", 60.0),
     allow(
         "h200-h-kv-saturate-5",
         Some("slower ×2"),
         "leak_seconds",
-        275.0,
+        122.0,
     ),
     allow("h200-h-kv-saturate-6", None, "high_seconds", 4.0),
     allow(
@@ -1137,12 +1137,12 @@ const ALLOWED: &[Allowance] = &[
         5.0,
     ),
     allow("h200-h-kv-saturate-6", None, "min_eta", 77.0),
-    allow("h200-h-kv-saturate-6", None, "leak_seconds", 105.0),
+    allow("h200-h-kv-saturate-6", None, "leak_seconds", 50.0),
     allow(
         "h200-h-kv-saturate-6",
         Some("slower ×2"),
         "leak_seconds",
-        287.0,
+        86.0,
     ),
     // Held out, reearned-thirtieth and -thirty-first (two H200s; data/results/
     // h200x2-2026-11-28-thirtieth, -thirty-first), watched live by the build whose saturating
@@ -1150,12 +1150,12 @@ const ALLOWED: &[Allowance] = &[
     // - a sessions' cache to 90 % with τ 35 s: nothing live on either route, never at high as
     //   recorded; twice as slow 1 s at critical (shortest ETA 42 s); the leak flag while it
     //   rose (97 s, 293 twice as slow);
-    allow("h200-h-kv-saturate-7", None, "leak_seconds", 97.0),
+    allow("h200-h-kv-saturate-7", None, "leak_seconds", 47.0),
     allow(
         "h200-h-kv-saturate-7",
         Some("slower ×2"),
         "leak_seconds",
-        293.0,
+        80.0,
     ),
     allow(
         "h200-h-kv-saturate-7",

@@ -2,7 +2,7 @@
 
 use super::oom::MIN_STEP_BYTES;
 use super::stats::theil_sen_interval;
-use super::trend::{fit, floor_points, steps, Trend};
+use super::trend::{fit, floor_points, smooth_saturation, steps, Trend};
 use crate::history::Series;
 use crate::model::Time;
 
@@ -105,10 +105,16 @@ pub fn estimate(
     let recent = &xy[from_recent..];
     let stopped =
         theil_sen_interval(recent, Some(0.01)).is_some_and(|(_, _, upper)| upper < p.threshold);
+    // A floor that slows towards a level while it rises (a cache filling ever more slowly, a
+    // load whose pace falls) is filling, not leaking: a leak keeps adding at its pace. Read as
+    // the forecast reads a rise that ends: a saturating curve clearly better than a line, its
+    // latest third bending as the curve does, the bend seen within the window.
+    let fills = smooth_saturation(&xy).is_some_and(|s| s.tau.is_some());
     let passes = trend.slope_lower > p.threshold
         && trend.p_value < p.significance
         && !level_change
         && !stopped
+        && !fills
         && super::evidence::persistent(
             &trend,
             series,
@@ -203,6 +209,19 @@ mod tests {
         assert!(flagged);
         let slope = e.unwrap().trend.slope;
         assert!((slope - leak).abs() / leak < 0.1, "{slope} vs {leak}");
+    }
+
+    #[test]
+    fn a_floor_that_slows_towards_a_level_is_filling_not_leaking() {
+        // A cache that fills along 1 - e^(-t/90) to 20 GiB: at 240 s it still adds over a
+        // gigabyte a minute, a hundred times the threshold, but at a pace that has fallen
+        // by e^(-240/90); a leak of that pace keeps it.
+        let gib = (1u64 << 30) as f64;
+        let fills = |t: f64| 1e9 + 20.0 * gib * (1.0 - (-t / 90.0).exp());
+        let (e, flagged) = run(fills, 240.0);
+        assert!(!flagged, "a filling cache flagged: {e:?}");
+        let (_, leaking) = run(|t| 1e9 + 20e6 * t, 240.0);
+        assert!(leaking, "a leak at 1.1 GiB/min not flagged");
     }
 
     #[test]
