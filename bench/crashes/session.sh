@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-first
+#                                                 reearned-seventeenth .. reearned-thirty-second
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -78,6 +78,7 @@ reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearn
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
+reearned-thirty-second) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -859,6 +860,15 @@ reearned-thirty-first)
   # New seeds. Two GPUs (GPUS=2).
   run1() { rec c-eval-kept-19 240 "" $W eval-kept --train-s 30 --steps 5 --seed 311; }
   run2() { rec h-warmup-saturate-21 240 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 100 --period-s 0.1 --fraction 0.93 --seed 312; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-second)
+  # Held out, watched live by the build that reads a floor slowing towards a level as filling,
+  # not leaking: three trials of a sweep leaking together until the card is full, beside a
+  # sessions' cache to 87 % with a time constant of 50 s. New seeds. Two GPUs (GPUS=2).
+  run1() { rec c-multi-leak-15 260 "" bash -c "$(trials 3 180 2 321)"; }
+  run2() { rec h-kv-saturate-8 240 healthy $W healthy-kv-saturate --duration 210 --tau-s 50 --life-s 20 --fraction 0.87 --seed 322; }
   four_runs
   pause 10
   ;;
