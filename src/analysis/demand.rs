@@ -24,6 +24,9 @@ const OVERHEAD_WINDOW: f64 = 10.0;
 /// Points a demand trend is fitted on at most: a longer window is read in wider buckets (the
 /// fit's cost grows with the square of its points).
 const FIT_POINTS: usize = 120;
+/// Large segments are rounded to 2 MiB: two taken for requests of one size are within this of
+/// each other.
+const SEGMENT_ROUNDING: f64 = 2.0 * 1048576.0;
 
 /// `points` in at most `n` groups of neighbours, each its last time and its highest value
 /// (demand is a high-water mark). Groups lie on a grid of fixed times, the newest one ending at
@@ -515,7 +518,10 @@ impl Demand {
 
     /// The size of request that fails: the second largest segment the process took from the
     /// driver recently (the requests that fail are the ones a step makes again and again; a
-    /// buffer allocated once is no guide). Segments taken while loading do not count.
+    /// buffer allocated once is no guide). Segments taken while loading do not count, but
+    /// they say whether one taken since is made again: a single segment since loading of a
+    /// size the process also took while loading (its first steps' activations) is a step's
+    /// request, not a buffer allocated once.
     fn request(&self) -> f64 {
         let (mut first, mut second) = (0.0f64, 0.0f64);
         let loaded = self.loaded_from().unwrap_or(f64::INFINITY);
@@ -527,7 +533,16 @@ impl Demand {
                 second = s.1;
             }
         }
-        second
+        let again = |size: f64| {
+            self.segments
+                .iter()
+                .any(|s| s.0 <= loaded && (s.1 - size).abs() < SEGMENT_ROUNDING)
+        };
+        if second == 0.0 && first > 0.0 && again(first) {
+            first
+        } else {
+            second
+        }
     }
 
     /// The high-water mark of a reporting process's allocated bytes over the last

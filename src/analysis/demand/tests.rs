@@ -210,6 +210,35 @@ fn segments_taken_while_loading_do_not_size_the_request() {
     assert!(!p.part(later).asks);
 }
 
+#[test]
+fn one_segment_since_loading_of_a_size_taken_while_loading_sizes_the_request() {
+    let seg = 786.0 * MIB;
+    let load = |p: &mut Proc| {
+        // Loading: 10 GiB of weights, two segments of 786 MiB for its first steps'
+        // activations, then 10 GiB more (its optimizer's state).
+        p.step(0.0, 1.0, 1.0);
+        p.step(1.0, 11.0, 11.0);
+        p.step(2.0, 11.5, 11.0 + seg / GIB);
+        p.step(3.0, 11.5, 11.0 + 2.0 * seg / GIB);
+        p.step(4.0, 21.0, 21.0 + 2.0 * seg / GIB);
+        for t in 5..70 {
+            p.step(t as f64, 21.0 + (t % 2) as f64, 21.0 + 2.0 * seg / GIB);
+        }
+        assert!(p.demand.loaded_from().is_some_and(|l| l < 70.0));
+        assert_eq!(p.demand.request(), 0.0);
+    };
+    // One more of that size since loading: a step's request, made again.
+    let mut again = Proc::new(0.0);
+    load(&mut again);
+    again.step(71.0, 22.0, 21.0 + 3.0 * seg / GIB);
+    assert_eq!(again.demand.request(), seg);
+    // One of another size: a buffer allocated once, for all it shows.
+    let mut once = Proc::new(0.0);
+    load(&mut once);
+    once.step(71.0, 22.0, 21.0 + 2.0 * seg / GIB + 0.5);
+    assert_eq!(once.demand.request(), 0.0);
+}
+
 /// A process NVML lists with `bytes` that sends no reports.
 fn driver_only(none: &Series, bytes: u64) -> Moment<'_> {
     Moment {
