@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-second
+#                                                 reearned-seventeenth .. reearned-thirty-third
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -78,7 +78,7 @@ reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearn
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
-reearned-thirty-second) BUDGET_S=${BUDGET_S:-280} ;;
+reearned-thirty-second | reearned-thirty-third) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -869,6 +869,15 @@ reearned-thirty-second)
   # sessions' cache to 87 % with a time constant of 50 s. New seeds. Two GPUs (GPUS=2).
   run1() { rec c-multi-leak-15 260 "" bash -c "$(trials 3 180 2 321)"; }
   run2() { rec h-kv-saturate-8 240 healthy $W healthy-kv-saturate --duration 210 --tau-s 50 --life-s 20 --fraction 0.87 --seed 322; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-third)
+  # Held out, watched live by the build whose request a segment taken again sizes: three sweep
+  # trials leaking together again, beside a model at 55 % whose checkpoint gathers 12 % of
+  # the card every 40 s. New seeds. Two GPUs (GPUS=2).
+  run1() { rec c-multi-leak-16 260 "" bash -c "$(trials 3 180 2 331)"; }
+  run2() { rec h-ckpt-gather-19 240 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.55 --gather-fraction 0.12 --seed 332; }
   four_runs
   pause 10
   ;;
