@@ -275,18 +275,24 @@ pub fn saturating(points: &[(f64, f64)]) -> Option<Saturating> {
         (coarse.tau / STEP).max(lo).ln(),
         (coarse.tau * STEP).min(hi).ln(),
     );
-    let mut best = Some(coarse);
-    for _ in 0..REFINE_STEPS {
-        let m1 = b - (b - a) / GOLDEN;
-        let m2 = a + (b - a) / GOLDEN;
-        let (f1, f2) = (fit(m1.exp()), fit(m2.exp()));
-        let r = |f: &Option<Saturating>| f.map_or(f64::INFINITY, |s| s.ratio);
+    // Golden section: each step keeps one of its two inner points as an inner point of the
+    // next bracket, so it fits one new time constant, not two.
+    let r = |f: &Option<Saturating>| f.map_or(f64::INFINITY, |s| s.ratio);
+    let (mut m1, mut m2) = (b - (b - a) / GOLDEN, a + (b - a) / GOLDEN);
+    let (mut f1, mut f2) = (fit(m1.exp()), fit(m2.exp()));
+    let mut best = lowest(lowest(Some(coarse), f1), f2);
+    for _ in 1..REFINE_STEPS {
         if r(&f1) <= r(&f2) {
-            b = m2;
+            (b, m2, f2) = (m2, m1, f1);
+            m1 = b - (b - a) / GOLDEN;
+            f1 = fit(m1.exp());
+            best = lowest(best, f1);
         } else {
-            a = m1;
+            (a, m1, f1) = (m1, m2, f2);
+            m2 = a + (b - a) / GOLDEN;
+            f2 = fit(m2.exp());
+            best = lowest(best, f2);
         }
-        best = lowest(lowest(best, f1), f2);
     }
     best
 }
@@ -294,8 +300,8 @@ pub fn saturating(points: &[(f64, f64)]) -> Option<Saturating> {
 /// The coarse grid's spacing of time constants, a half-octave.
 const STEP: f64 = std::f64::consts::SQRT_2;
 const GOLDEN: f64 = 1.618_033_988_749_895;
-/// Golden-section steps within one grid spacing either side of the best: the bracket
-/// shrinks to under a thousandth of its width.
+/// Time constants the golden section fits within one grid spacing either side of the best:
+/// the last lie within about a thousandth of that bracket's width.
 const REFINE_STEPS: usize = 15;
 
 impl Saturating {
