@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-third
+#                                                 reearned-seventeenth .. reearned-thirty-fourth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -78,7 +78,7 @@ reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearn
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
-reearned-thirty-second | reearned-thirty-third) BUDGET_S=${BUDGET_S:-280} ;;
+reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -878,6 +878,17 @@ reearned-thirty-third)
   # the card every 40 s. New seeds. Two GPUs (GPUS=2).
   run1() { rec c-multi-leak-16 260 "" bash -c "$(trials 3 180 2 331)"; }
   run2() { rec h-ckpt-gather-19 240 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.55 --gather-fraction 0.12 --seed 332; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-fourth)
+  # Held out, watched live by the build that knows an evaluation's first step in hindsight
+  # where the allocator shows both steps in use: evaluations every ~30 s that keep their
+  # outputs until the sixth does not fit, beside a warm-up by ever larger batches (whose
+  # segments come in steps of one size too, held unused) to 95 % over 90 s, then steady.
+  # New seeds. Two GPUs (GPUS=2).
+  run1() { rec c-eval-kept-20 240 "" $W eval-kept --train-s 25 --steps 5 --seed 341; }
+  run2() { rec h-warmup-saturate-22 240 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 90 --period-s 0.1 --fraction 0.95 --seed 342; }
   four_runs
   pause 10
   ;;

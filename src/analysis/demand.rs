@@ -315,7 +315,7 @@ impl Demand {
             let (need, held) = self.need_and_held(m, peak);
             let was_loaded = self.loaded_from();
             self.loading
-                .push(now, held, p.eta.warmup, oom::MIN_STEP_BYTES);
+                .push(now, held, peak, p.eta.warmup, oom::MIN_STEP_BYTES);
             self.need.push(now, need);
             self.need_now = need;
             if self.loaded_from().is_some() && held < self.held - oom::MIN_STEP_BYTES {

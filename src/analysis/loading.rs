@@ -73,6 +73,11 @@ pub struct Loading {
     top: f64,
     /// The lowest footprint since the last loading ended.
     low_since: f64,
+    /// Where loading had ended before a young process's step began it again: if a step after
+    /// it repeats that step, with nothing given back and both in use, the step was the first of
+    /// a schedule (an evaluation that keeps its outputs), known in hindsight, and loading ended
+    /// here.
+    ended_before: Option<Time>,
     /// The stage of the loading under way that is rising, and the last that ended, with
     /// the lowest footprint since it ended.
     stage: Option<Stage>,
@@ -104,9 +109,10 @@ impl Loading {
         self.rise_began.filter(|_| self.ended().is_some())
     }
 
-    /// The footprint is `bytes` at `t` (one point per analysis); `max` caps how long loading
-    /// may last. `min_step` is a segment: a smaller rise is no rise.
-    pub fn push(&mut self, t: Time, bytes: f64, max: f64, min_step: f64) {
+    /// The footprint is `bytes` at `t` (one point per analysis), of which `in_use` at its
+    /// latest peak where the process reports it; `max` caps how long loading may last.
+    /// `min_step` is a segment: a smaller rise is no rise.
+    pub fn push(&mut self, t: Time, bytes: f64, in_use: Option<f64>, max: f64, min_step: f64) {
         if self.appeared.is_none() {
             self.appeared = Some(t);
             self.base = bytes;
@@ -166,12 +172,24 @@ impl Loading {
                 // fall into one stretch together.
                 let step = self.stage.map_or(rise, |s| s.top - s.base);
                 let repeat = !gave_back && repeats(step, took, min_step);
+                // The load it repeats was that schedule's first step where both stay in use
+                // (half of what they took at least): a warm-up's record batches take segments
+                // of a size again and again that its cache then holds unused, and without the
+                // allocator's report the two cannot be told apart.
+                let in_use = in_use.is_some_and(|u| u - self.base >= 0.5 * (bytes - self.base));
+                if repeat && in_use && self.ended.is_some() {
+                    if let Some(before) = self.ended_before.take() {
+                        self.ended = Some(before);
+                        self.rise_began = None;
+                    }
+                }
                 // A step still rising may yet reach the last load's size: its size is judged
                 // at the first point after it stopped.
                 let undecided = rising && step < (1.0 + REPEAT) * took;
                 let stage = young && !repeat && !undecided;
                 self.deciding = young && !repeat && undecided && !gave_back;
-                if !self.capped && (stage || gave_back) && self.ended.take().is_some() {
+                if !self.capped && (stage || gave_back) && self.ended.is_some() {
+                    self.ended_before = self.ended.take().filter(|_| !gave_back);
                     self.began = Some(since);
                     self.rise_began = None;
                     (self.base, self.top) = match self.stage.filter(|_| settled) {
@@ -293,7 +311,7 @@ mod tests {
         let mut l = Loading::new();
         let mut t = from;
         while t <= to {
-            l.push(t, f(t), max, SEG);
+            l.push(t, f(t), Some(f(t)), max, SEG);
             t += 1.0;
         }
         l.ended()
@@ -325,14 +343,14 @@ mod tests {
     fn a_rise_the_cap_cut_is_known_from_where_it_began() {
         let mut l = Loading::new();
         for t in 0..=90 {
-            l.push(t as f64, GIB * (1.0 + t as f64), 60.0, SEG);
+            l.push(t as f64, GIB * (1.0 + t as f64), None, 60.0, SEG);
         }
         assert_eq!(l.ended(), Some(60.0));
         assert_eq!(l.rise_began(), Some(0.0));
         // A block taken at once is no rise the cap cut.
         let mut l = Loading::new();
         for t in 0..=30 {
-            l.push(t as f64, 2.0 * GIB, 60.0, SEG);
+            l.push(t as f64, 2.0 * GIB, None, 60.0, SEG);
         }
         assert_eq!(l.ended(), Some(0.0));
         assert_eq!(l.rise_began(), None);
@@ -349,6 +367,7 @@ mod tests {
             l.push(
                 t,
                 GIB * (1.0 + 100.0 * (1.0 - (-t / 30.0).exp())),
+                None,
                 60.0,
                 SEG,
             );
@@ -362,7 +381,7 @@ mod tests {
         for t in 0..=90 {
             let t = t as f64;
             let gib = 1.0 + 6.0 * (t - 20.0).clamp(0.0, 10.0) + 0.2 * (t - 30.0).max(0.0);
-            l.push(t, GIB * gib, 60.0, SEG);
+            l.push(t, GIB * gib, None, 60.0, SEG);
         }
         assert!(l.ended().is_some(), "{:?}", l.ended());
         assert_eq!(l.rise_began(), None);
@@ -437,10 +456,25 @@ mod tests {
         // Loaded to 20 GiB at once, then from t = 40 an evaluation keeps 8 GiB every 22 s, all
         // within the first two loading caps: the first step may be a stage of start-up, the
         // second, the same size with nothing given back, is that load again.
+        // Known in hindsight, the first was a step too: loading ended with the weights.
         let f = |t: f64| 20.0 * GIB + 8.0 * GIB * ((t - 18.0) / 22.0).floor().max(0.0);
         assert_eq!(run(f, 0.0, 50.0, 60.0), None, "the first step is loading");
-        assert_eq!(run(f, 0.0, 110.0, 60.0), Some(40.0), "the second is growth");
+        assert_eq!(run(f, 0.0, 61.0, 60.0), Some(40.0), "until it is repeated");
+        assert_eq!(
+            run(f, 0.0, 110.0, 60.0),
+            Some(0.0),
+            "the second is growth, so was it"
+        );
         // Stages of other sizes stay stages (start_up_in_stages_is_loading).
+        // The same steps held as cache (20 GiB in use throughout: a warm-up's segments for
+        // ever longer batches), or without the allocator's report: the first stays loading.
+        for in_use in [Some(20.0 * GIB), None] {
+            let mut l = Loading::new();
+            for t in 0..=110 {
+                l.push(t as f64, f(t as f64), in_use, 60.0, SEG);
+            }
+            assert_eq!(l.ended(), Some(40.0), "{in_use:?}");
+        }
     }
 
     #[test]
@@ -470,9 +504,9 @@ mod tests {
     fn steps_caught_half_risen_are_judged_whole_and_once() {
         // A model at 9.7 GiB from t = 14; from t = 34 an evaluation keeps 21.4 GiB every 21 s,
         // each step caught over two points, half of it at the first. The first step restarts
-        // the loading and is measured whole; the second repeats it, so loading ended with the
-        // first; the half-risen point of the second, at the first point of a later stretch, does
-        // not make it a smaller stage of its own.
+        // the loading and is measured whole; the second repeats it, so the first was a step of
+        // growth too and loading ended with the model; the half-risen point of the second, at
+        // the first point of a later stretch, does not make it a smaller stage of its own.
         let f = |t: f64| {
             let base = if t < 14.0 { 8.0 } else { 9.7 };
             let steps: f64 = [34.0, 55.0, 76.0, 97.0]
@@ -489,9 +523,10 @@ mod tests {
                 .sum();
             GIB * (base + steps)
         };
-        assert_eq!(run(f, 13.0, 66.0, 60.0), Some(35.0));
-        assert_eq!(run(f, 13.0, 80.0, 60.0), Some(35.0));
-        assert_eq!(run(f, 13.0, 110.0, 60.0), Some(35.0));
+        assert_eq!(run(f, 13.0, 50.0, 60.0), None);
+        assert_eq!(run(f, 13.0, 66.0, 60.0), Some(13.0));
+        assert_eq!(run(f, 13.0, 80.0, 60.0), Some(13.0));
+        assert_eq!(run(f, 13.0, 110.0, 60.0), Some(13.0));
     }
 
     #[test]

@@ -601,7 +601,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   50 s), high 76 s (the first evaluation read as a stage of the start-up, as
     //   c-eval-kept-9 and -12); a staircase's ETA is right to its level, its point off by up to
     //   half a gap: within 35 % at 53-55 % of the seconds, its bounds 55 %; with one
-    //   expandable segment 13 % and 38 %;
+    //   expandable segment 13 % and 38 % (11 % since the first evaluation is known as a step
+    //   in hindsight: critical 100 s ahead, its ETA short);
     allow("c-eval-kept-13", None, "high", 75.0),
     allow("c-eval-kept-13", None, "eta", 0.52),
     allow("c-eval-kept-13", None, "bounds", 0.54),
@@ -609,7 +610,7 @@ pub const ALLOWED: &[Allowance] = &[
         "c-eval-kept-13",
         Some("one expandable segment"),
         "eta",
-        0.12,
+        0.11,
     ),
     allow(
         "c-eval-kept-13",

@@ -478,19 +478,22 @@ pub const ALLOWED: &[Allowance] = &[
     ),
     // - evaluations that keep their outputs until the sixth does not fit: paged live 50 / 55 s
     //   ahead; critical 59 s ahead (`predict_linear` 30), high 92; its bounds hold the truth
-    //   71 % of the time (46 % with one expandable segment, whose ETA is within 35 % 6 %);
+    //   71 % of the time (46 % with one expandable segment, whose ETA is within 35 % 6 %).
+    //   Since the first evaluation is known as a step in hindsight, high 122 s ahead; with one
+    //   expandable segment critical 119 s ahead, its ETA shorter than the truth: within 35 %
+    //   3 %, bounds 45 %;
     allow("h200-c-eval-kept-19", None, "bounds", 0.71),
     allow(
         "h200-c-eval-kept-19",
         Some("one expandable segment"),
         "bounds",
-        0.46,
+        0.45,
     ),
     allow(
         "h200-c-eval-kept-19",
         Some("one expandable segment"),
         "eta",
-        0.06,
+        0.03,
     ),
     // - a warm-up by ever larger batches to 93 % over 100 s: nothing live, nothing in replay.
     // Held out, reearned-thirty-second (two H200s; data/results/h200x2-2026-11-28-thirty-second),
