@@ -543,4 +543,35 @@ pub const ALLOWED: &[Allowance] = &[
     ),
     allow("h200-c-multi-leak-16", Some("80 GiB card"), "bounds", 0.3),
     // - a model at 55 % gathering 12 % of the card every 40 s: nothing live, nothing in replay.
+    // Held out, reearned-thirty-fourth (two H200s; data/results/h200x2-2026-11-28-thirty-fourth),
+    // watched live by the build that knows an evaluation's first step in hindsight, scored once:
+    // - evaluations every ~26 s that keep their outputs until the sixth does not fit: paged live
+    //   43 s ahead with the client (warned 48 s: `for: 30s`), 48 s on NVML alone; in replay
+    //   critical 59 s ahead (`predict_linear` 51), high 102, its ETA within 35 % 82 % of the
+    //   seconds. Without the client the first evaluation stays loading (no report shows it in
+    //   use): high 76 s, the ETA 55 %; with one expandable segment high 76, critical 76 s, its
+    //   ETA short (12 %);
+    allow("h200-c-eval-kept-20", Some("no client"), "high", 76.0),
+    allow("h200-c-eval-kept-20", Some("no client"), "eta", 0.55),
+    allow("h200-c-eval-kept-20", Some("no client"), "bounds", 0.55),
+    allow(
+        "h200-c-eval-kept-20",
+        Some("one expandable segment"),
+        "high",
+        76.0,
+    ),
+    allow(
+        "h200-c-eval-kept-20",
+        Some("one expandable segment"),
+        "eta",
+        0.12,
+    ),
+    allow(
+        "h200-c-eval-kept-20",
+        Some("one expandable segment"),
+        "bounds",
+        0.4,
+    ),
+    // - a warm-up by ever larger batches to 95 % over 90 s, then steady: nothing live on either
+    //   route, nothing in replay in any variant (`predict_linear` pages it for 125-128 s).
 ];
