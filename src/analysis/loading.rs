@@ -82,8 +82,6 @@ pub struct Loading {
     /// the lowest footprint since it ended.
     stage: Option<Stage>,
     last_stage: Option<(Stage, f64)>,
-    /// When the stage before that one last rose.
-    stage_before: Option<Time>,
     /// A young process's step is still rising and may be a stage of start-up or a repeat:
     /// it is loading until the step stops and tells which.
     deciding: bool,
@@ -121,7 +119,7 @@ impl Loading {
             self.top = bytes;
         }
         self.began.get_or_insert(t);
-        self.stages(t, bytes, in_use, min_step);
+        self.stages(t, bytes, min_step);
         let was_deciding = std::mem::take(&mut self.deciding);
         if self.ended.is_none() {
             self.top = self.top.max(bytes);
@@ -178,7 +176,8 @@ impl Loading {
                 // (half of what they took at least): a warm-up's record batches take segments
                 // of a size again and again that its cache then holds unused, and without the
                 // allocator's report the two cannot be told apart.
-                if repeat && kept_in_use(in_use, self.base, bytes) && self.ended.is_some() {
+                let in_use = in_use.is_some_and(|u| u - self.base >= 0.5 * (bytes - self.base));
+                if repeat && in_use && self.ended.is_some() {
                     if let Some(before) = self.ended_before.take() {
                         self.ended = Some(before);
                         self.rise_began = None;
@@ -201,7 +200,6 @@ impl Loading {
                     // two points, its size is not what is left of it after the first.
                     self.stage = self.stage.filter(|s| !settled && s.last_rise >= t);
                     self.last_stage = None;
-                    self.stage_before = None;
                 }
             } else {
                 // A rise the cap cut that stops taking large parts of itself was a load after
@@ -238,7 +236,7 @@ impl Loading {
     /// what that one took, repeats it: loading ended with the stage before the first of the
     /// two (the weights, say, before evaluations that each keep their outputs), and from
     /// there on `push` reads the steps as repeats of a load, not stages.
-    fn stages(&mut self, t: Time, bytes: f64, in_use: Option<f64>, min_step: f64) {
+    fn stages(&mut self, t: Time, bytes: f64, min_step: f64) {
         if self.ended.is_some() {
             // Done loading: only the stage under way matters, for its size.
             match self.recent.back() {
@@ -266,22 +264,15 @@ impl Loading {
             let took_before = before.top - before.base;
             let kept = low > before.top - 0.5 * took_before;
             if kept && repeats(took, took_before, min_step) {
-                // Both in use, the first was a step too: loading ended with the stage before.
-                self.ended = Some(
-                    self.stage_before
-                        .filter(|_| kept_in_use(in_use, before.base, bytes))
-                        .unwrap_or(before.last_rise),
-                );
+                self.ended = Some(before.last_rise);
                 self.base = before.base;
                 self.top = before.top;
                 self.low_since = low;
                 self.last_stage = None;
-                self.stage_before = None;
                 self.judged = Some((s.base, s.top));
                 return;
             }
         }
-        self.stage_before = self.last_stage.map(|(b, _)| b.last_rise);
         self.last_stage = Some((s, bytes));
     }
 
@@ -301,12 +292,6 @@ impl Loading {
             }
         }
     }
-}
-
-/// Steps from `base` to `bytes` stay in use: what the process had allocated at its latest peak
-/// rose by half of them at least. Unknown without the allocator's report.
-fn kept_in_use(in_use: Option<f64>, base: f64, bytes: f64) -> bool {
-    in_use.is_some_and(|u| u - base >= 0.5 * (bytes - base))
 }
 
 /// A rise of `step` is a load of `took` again: its size within `REPEAT` of a load that took a
@@ -496,27 +481,21 @@ mod tests {
     fn a_stage_repeated_before_loading_could_pause_is_a_step_of_growth() {
         // The weights, 8 GiB at t = 2, then from t = 20 an evaluation keeps 20 GiB every 18 s:
         // never a stretch without a large rise. The second evaluation repeats the first, so
-        // both are steps, in use, and loading ended with the weights; the third is a repeat
-        // too, not a stage. Without the allocator's report, loading ended with the first.
+        // loading ended with it; the third is a repeat too, not a stage.
         let f = |t: f64| {
             let weights = if t >= 2.0 { 9.0 * GIB } else { GIB };
             weights + 20.0 * GIB * ((t - 2.0) / 18.0).floor().max(0.0)
         };
         assert_eq!(run(f, 0.0, 47.0, 60.0), None, "not before the repeat ended");
-        assert_eq!(run(f, 0.0, 49.0, 60.0), Some(2.0));
-        assert_eq!(run(f, 0.0, 200.0, 60.0), Some(2.0));
-        let mut l = Loading::new();
-        for t in 0..=200 {
-            l.push(t as f64, f(t as f64), None, 60.0, SEG);
-        }
-        assert_eq!(l.ended(), Some(20.0));
+        assert_eq!(run(f, 0.0, 49.0, 60.0), Some(20.0));
+        assert_eq!(run(f, 0.0, 200.0, 60.0), Some(20.0));
         // Each step taken over two points, a fifth and then the rest: the stretch before a
         // step reaches back into the one before, so a step is known only once it stopped.
         let two = |t: f64| {
             let first_point = t >= 20.0 && (t - 2.0).rem_euclid(18.0) < 1.0;
             f(t) - if first_point { 16.0 * GIB } else { 0.0 }
         };
-        assert_eq!(run(two, 0.0, 200.0, 60.0), Some(2.0));
+        assert_eq!(run(two, 0.0, 200.0, 60.0), Some(21.0));
         // Stages of other sizes (a context, the weights, the optimizer's state) stay one
         // loading: start_up_in_stages_is_loading.
     }
