@@ -24,7 +24,8 @@
 //! blocks, rise after rise with nothing given back, is growth, step by step. While young too, a
 //! rise the size of the last load (within `REPEAT`), which kept what it took, is that load
 //! again, not a stage: start-up's stages (a context, the weights, the optimizer's state) differ
-//! in size, a schedule's steps do not.
+//! in size, a schedule's steps do not. Where the allocator's report shows both in use, the load
+//! it repeats was that schedule's first step, and loading ended where it had ended before it.
 
 use crate::model::Time;
 use std::collections::VecDeque;
