@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-fourth
+#                                                 reearned-seventeenth .. reearned-thirty-fifth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -78,7 +78,7 @@ reearned-twenty-second | reearned-twenty-third | reearned-twenty-fourth | reearn
 reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600 || echo 330)} ;;
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
-reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth) BUDGET_S=${BUDGET_S:-280} ;;
+reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearned-thirty-fifth) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -889,6 +889,15 @@ reearned-thirty-fourth)
   # New seeds. Two GPUs (GPUS=2).
   run1() { rec c-eval-kept-20 240 "" $W eval-kept --train-s 25 --steps 5 --seed 341; }
   run2() { rec h-warmup-saturate-22 240 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 90 --period-s 0.1 --fraction 0.95 --seed 342; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-fifth)
+  # Held out, the same build: a batch raised every 25 s until a stage does not fit (its steps
+  # in use, of growing size), beside a tight evaluation that takes memory and frees it (a
+  # round, healthy). New seeds. Two GPUs (GPUS=2).
+  run1() { rec c-batch-warmup-9 240 "" $W batch-warmup --growth-s 140 --stage-s 25 --seed 351; }
+  run2() { rec h-tight-eval-3 240 healthy $W healthy-tight-eval --duration 190 --batch 8 --train-s 30 --eval-s 8 --seed 352; }
   four_runs
   pause 10
   ;;
