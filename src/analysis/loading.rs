@@ -177,8 +177,9 @@ impl Loading {
                 // (half of what they took at least): a warm-up's record batches take segments
                 // of a size again and again that its cache then holds unused, and without the
                 // allocator's report the two cannot be told apart.
-                let in_use = in_use.is_some_and(|u| u - self.base >= 0.5 * (bytes - self.base));
-                if repeat && in_use && self.ended.is_some() {
+                let both_in_use =
+                    || in_use.is_some_and(|u| u - self.base >= 0.5 * (bytes - self.base));
+                if repeat && self.ended.is_some() && both_in_use() {
                     if let Some(before) = self.ended_before.take() {
                         self.ended = Some(before);
                         self.rise_began = None;
