@@ -473,7 +473,9 @@ def healthy_kv_saturate(a):
     ``--fraction`` of the card, then hold there while sessions keep coming and going for the
     rest of ``--duration``. Admission counts what the sessions hold (as a server counts its
     blocks), not the allocator's cache: a session that would take the sessions past the pool
-    waits for the next tick. Never runs out."""
+    waits for the next tick. Never runs out while ``--fraction`` leaves the allocator's cache
+    its room; at 1 or above (``kv-decay``) the sessions' pool is past the card and the server
+    runs out as the rise slows: a crash whose growth decays, the mirror of this healthy job."""
     free, total = torch.cuda.mem_get_info()
     pool = a.fraction * total - (total - free)
     plan = kv_saturate_plan(pool, a.tau_s, a.life_s, a.duration, a.seed)

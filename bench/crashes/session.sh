@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-fifth
+#                                                 reearned-seventeenth .. reearned-thirty-seventh
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -79,6 +79,7 @@ reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
 reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearned-thirty-fifth) BUDGET_S=${BUDGET_S:-280} ;;
+reearned-thirty-sixth | reearned-thirty-seventh) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -898,6 +899,28 @@ reearned-thirty-fifth)
   # round, healthy). New seeds. Two GPUs (GPUS=2).
   run1() { rec c-batch-warmup-9 240 "" $W batch-warmup --growth-s 140 --stage-s 25 --seed 351; }
   run2() { rec h-tight-eval-3 240 healthy $W healthy-tight-eval --duration 190 --batch 8 --train-s 30 --eval-s 8 --seed 352; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-sixth)
+  # Held out: sessions whose pool is past the card, so that the server runs out as its rise
+  # slows (a crash whose growth decays, the shape a saturating fit could excuse), beside the
+  # same server whose pool leaves the card a fifth free (healthy). New seeds. Four GPUs.
+  run1() { rec c-kv-decay-1 250 "" $W kv-decay --duration 220 --tau-s 45 --life-s 15 --fraction 1.0 --seed 361; }
+  run2() { rec c-kv-decay-2 250 "" $W kv-decay --duration 220 --tau-s 70 --life-s 25 --fraction 1.03 --seed 362; }
+  run3() { rec h-kv-saturate-9 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 60 --life-s 20 --fraction 0.8 --seed 363; }
+  run4() { rec c-kv-decay-3 250 "" $W kv-decay --duration 220 --tau-s 30 --life-s 10 --fraction 1.1 --seed 364; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-seventh)
+  # Held out, watched live by the build that reads a slowing rise at its pace now: two more
+  # servers whose sessions' pool is past the card, beside two whose pool leaves room (one of
+  # them the shape that pages, τ 45 s to 88 %). New seeds. Four GPUs.
+  run1() { rec c-kv-decay-4 250 "" $W kv-decay --duration 220 --tau-s 60 --life-s 20 --fraction 1.02 --seed 371; }
+  run2() { rec h-kv-saturate-10 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 45 --life-s 15 --fraction 0.88 --seed 372; }
+  run3() { rec c-kv-decay-5 250 "" $W kv-decay --duration 220 --tau-s 90 --life-s 30 --fraction 1.05 --seed 373; }
+  run4() { rec h-kv-saturate-11 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 75 --life-s 25 --fraction 0.9 --seed 374; }
   four_runs
   pause 10
   ;;

@@ -493,7 +493,7 @@ def dry_run(a):
                  (base + gather) / GiB, pct(base + gather + ASSUME_CONTEXT)))
         print("  checkpoints at %s s; expected length %.0f s after the job is ready"
               % ([round(a.ckpt_s * (i + 1)) for i in range(int(a.duration // a.ckpt_s))], a.duration))
-    elif m == "healthy-kv-saturate":
+    elif m in ("healthy-kv-saturate", "kv-decay"):
         pool = a.fraction * total - ASSUME_CONTEXT
         held, sizes = 0, {}
         for t, opened, closed in kv_saturate_plan(pool, a.tau_s, a.life_s, a.duration, a.seed):
@@ -581,6 +581,7 @@ MECHANISMS = {
     "healthy-warmup-saturate": healthy_warmup_saturate,
     "healthy-ckpt-gather": healthy_ckpt_gather,
     "healthy-kv-saturate": healthy_kv_saturate,
+    "kv-decay": healthy_kv_saturate,
     "batch-warmup": batch_warmup,
     "idle": idle_neighbour,
 }

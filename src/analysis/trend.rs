@@ -115,8 +115,8 @@ pub struct Trend {
     #[serde(skip)]
     pub stairs: Option<Stairs>,
     /// Seconds from the demand's last rise (`fit_demand`: its last step, or the last time it
-    /// rose by `RISE_SECONDS` of its slope above where it last rose) to the last point: how old
-    /// the evidence of growth is.
+    /// rose by `RISE_SECONDS` of its pace now above where it last rose) to the last point: how
+    /// old the evidence of growth is.
     #[serde(skip)]
     pub quiet: f64,
     /// Where a rise that slows towards a level fits clearly better than a line (`fit_demand`),
@@ -136,8 +136,8 @@ pub struct Saturation {
     pub tau: Option<f64>,
 }
 
-/// A demand that grows rises by its slope times this, on average, between two of its rises:
-/// what `Trend::quiet` counts from.
+/// A demand that grows rises by its pace now times this, on average, between two of its
+/// rises: what `Trend::quiet` counts from.
 pub const RISE_SECONDS: f64 = 5.0;
 
 /// The saturating fit is clearly better than the line when it leaves at most this share of
@@ -376,7 +376,17 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
     let quiet = if stepwise {
         last_t - st.last_t
     } else {
-        last_t - last_rise(pts, line.slope * RISE_SECONDS)
+        // Five seconds of its pace now, not of the line through its window: a rise that slows
+        // (a cache filling ever more slowly) rises by that line's five seconds ever more
+        // rarely while it still rises at its own pace. Under half the line's pace it has
+        // slowed (`evidence::SLOWED`): a swing's new highs about a level that holds are no
+        // rise of that size.
+        let pace = if line.slope > 0.0 {
+            recent_slope.clamp(super::evidence::SLOWED * line.slope, line.slope)
+        } else {
+            line.slope
+        };
+        last_t - last_rise(pts, pace * RISE_SECONDS)
     };
     let smooth = smooth_saturation(pts);
     // Steps that shrink, each to at most `r` of the one before, have at most the rest of
@@ -690,6 +700,41 @@ mod demand_tests {
         // A smooth ramp has none.
         let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert!(tr.stairs.is_none());
+    }
+
+    #[test]
+    fn a_rise_that_slows_is_current_at_its_pace_now_and_not_after_it_stops() {
+        // A cache filling along 10 + 40 (1 - e^(-t/50)) GiB, sessions coming and going about
+        // it (a swing of up to half a GiB). From 100 s to 170 s its pace falls from 0.11 to
+        // 0.03 GiB/s, ever further under the line through its window: in 15 s it no longer
+        // rises by five seconds of the line's pace, but it does by five of its own.
+        let level = |t: f64| 10.0 * GIB + 40.0 * GIB * (1.0 - (-t / 50.0).exp());
+        let swing = |t: f64| ((t as u64).wrapping_mul(2654435761) % 1000) as f64 / 2000.0 * GIB;
+        let trend_at = |f: &dyn Fn(f64) -> f64, now: u32| {
+            let pts: Vec<(f64, f64)> = (0..=now).map(|i| (i as f64, f(i as f64))).collect();
+            fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).expect("a rise")
+        };
+        let rising = |t: f64| level(t) + swing(t);
+        for now in 100..=170 {
+            let t = trend_at(&rising, now);
+            assert!(t.stairs.is_none(), "at {now}: {t:?}");
+            assert!(
+                t.quiet <= super::super::evidence::RISE_WAIT,
+                "at {now}: {t:?}"
+            );
+        }
+        // The same cache held at its level, the sessions' swing going on: its new highs of
+        // the swing are no rise at the pace it had, and 20 s on it is no longer current.
+        for stop in [110, 130, 150] {
+            let held = |t: f64| level(t.min(stop as f64)) + swing(t);
+            for after in 20..=40 {
+                let t = trend_at(&held, stop + after);
+                assert!(
+                    t.quiet > super::super::evidence::RISE_WAIT,
+                    "held from {stop} s, {after} s on: {t:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -381,11 +381,12 @@ pub const ALLOWED: &[Allowance] = &[
         "critical_seconds",
         31.0,
     ),
+    // Twice as slow 24 s since a slowing rise is current at its pace now (2026-11-28, eighth).
     allow(
         "h200-h-kv-saturate-5",
         Some("slower ×2"),
         "critical_seconds",
-        19.0,
+        24.0,
     ),
     allow(
         "h200-h-kv-saturate-5",
@@ -511,6 +512,13 @@ pub const ALLOWED: &[Allowance] = &[
     // - a sessions' cache to 87 % with τ 50 s: **paged live** on both routes (+81 / +91 s);
     //   in replay critical 12-13 s in every variant while it rose, a leak flag 73-92 s.
     allow("h200-h-kv-saturate-8", None, "critical_seconds", 13.0),
+    // Twice as slow 18 s since a slowing rise is current at its pace now (2026-11-28, eighth).
+    allow(
+        "h200-h-kv-saturate-8",
+        Some("slower ×2"),
+        "critical_seconds",
+        18.0,
+    ),
     allow("h200-h-kv-saturate-8", None, "leak_seconds", 92.0),
     allow(
         "h200-h-kv-saturate-8",
@@ -589,4 +597,35 @@ pub const ALLOWED: &[Allowance] = &[
     allow("h200-c-batch-warmup-9", Some("no client"), "high", 0.0),
     // - a tight evaluation that takes memory and frees it, beside training: nothing live,
     //   nothing in replay in any variant (`predict_linear` critical 59-119 s).
+    // Held out, reearned-thirty-sixth (four H200s; data/results/h200x4-2026-11-28-thirty-sixth),
+    // watched live by the build at e96d16a, scored once with it; the values below are this
+    // build's (a slowing rise current at its pace now, measured after seeing these runs):
+    // - sessions along τ 45 s towards the whole card: paged live 45 / 50 s ahead; critical 59 s
+    //   ahead (`predict_linear` 109), high 59 too: the rise from the process's start is loading
+    //   until its pace falls under a quarter of itself, 60 s before the crash; twice as slow 16;
+    allow("h200-c-kv-decay-1", None, "high", 58.0),
+    allow("h200-c-kv-decay-1", None, "eta", 0.28),
+    allow("h200-c-kv-decay-1", None, "bounds", 0.35),
+    allow("h200-c-kv-decay-1", Some("slower ×2"), "slower", 15.0),
+    // - τ 70 s, a pool of 103 %: paged live 109 / 99 s ahead; critical 113 s ahead (19 before
+    //   this build). Without the client it lapses 1-2 s before the crash (the last GiB of the
+    //   card is less than five seconds of its pace: no rise of that size can come), twice as
+    //   slow the same in the last seconds;
+    allow("h200-c-kv-decay-2", None, "eta", 0.44),
+    allow("h200-c-kv-decay-2", Some("no client"), "critical", 0.0),
+    allow("h200-c-kv-decay-2", Some("no client"), "high", 0.0),
+    allow("h200-c-kv-decay-2", Some("slower ×2"), "slower", 0.0),
+    // - τ 30 s, a pool of 110 %, out of memory 67 s after its start: **missed live** (the page
+    //   2 s after the crash with the client, nothing on NVML alone), critical 5 s in replay
+    //   (`predict_linear` 51): growth from a process's first second is loading for 60 s;
+    allow("h200-c-kv-decay-3", None, "critical", 5.0),
+    // - a pool of 80 %, τ 60 s: nothing live; high 7 s while it rose, a leak flag while it
+    //   rose (37 s, 161 twice as slow).
+    allow("h200-h-kv-saturate-9", None, "leak_seconds", 37.0),
+    allow(
+        "h200-h-kv-saturate-9",
+        Some("slower ×2"),
+        "leak_seconds",
+        161.0,
+    ),
 ];
