@@ -14,7 +14,7 @@
 #                                                 reearned-tenth, reearned-eleventh, reearned-twelfth,
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
-#                                                 reearned-seventeenth .. reearned-thirty-seventh
+#                                                 reearned-seventeenth .. reearned-thirty-ninth
 #                                                 (four GPUs)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
@@ -79,7 +79,7 @@ reearned-twenty-sixth) BUDGET_S=${BUDGET_S:-$([ "${GPUS:-2}" -lt 2 ] && echo 600
 reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
 reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearned-thirty-fifth) BUDGET_S=${BUDGET_S:-280} ;;
-reearned-thirty-sixth | reearned-thirty-seventh) BUDGET_S=${BUDGET_S:-290} ;;
+reearned-thirty-sixth | reearned-thirty-seventh | reearned-thirty-eighth | reearned-thirty-ninth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -921,6 +921,29 @@ reearned-thirty-seventh)
   run2() { rec h-kv-saturate-10 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 45 --life-s 15 --fraction 0.88 --seed 372; }
   run3() { rec c-kv-decay-5 250 "" $W kv-decay --duration 220 --tau-s 90 --life-s 30 --fraction 1.05 --seed 373; }
   run4() { rec h-kv-saturate-11 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 75 --life-s 25 --fraction 0.9 --seed 374; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-eighth)
+  # Held out, the same build: the healthy rises that slow which a rise current at its pace now
+  # could hold longer (weights read from slow storage, a warm-up by ever larger batches to
+  # 95 %, sessions to 86 %), beside one more server whose pool is past the card. New seeds.
+  # Four GPUs.
+  run1() { rec h-slow-load-12 260 healthy $W healthy-slow-load --load-gib 30 --load-s 140 --kv-gib 10 --duration 60 --period-s 0.08 --seed 381; }
+  run2() { rec h-warmup-saturate-23 250 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 120 --period-s 0.12 --fraction 0.95 --seed 382; }
+  run3() { rec h-kv-saturate-12 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 60 --life-s 20 --fraction 0.86 --seed 383; }
+  run4() { rec c-kv-decay-6 250 "" $W kv-decay --duration 220 --tau-s 50 --life-s 20 --fraction 1.03 --seed 384; }
+  four_runs
+  pause 10
+  ;;
+reearned-thirty-ninth)
+  # Held out, the same build, on the crash shapes that are no smooth rise (rounds
+  # whose peaks rise, a sweep's trials leaking together, evaluations that keep their outputs)
+  # beside a checkpoint gather near the limit (healthy). New seeds. Four GPUs.
+  run1() { rec c-rising-peaks-11 240 "" $W rising-peaks --fraction 0.5 --rounds 6 --rollout-s 9 --train-s 12 --seed 391; }
+  run2() { rec c-multi-leak-17 260 "" bash -c "$(trials 3 180 2 392)"; }
+  run3() { rec c-eval-kept-21 240 "" $W eval-kept --train-s 25 --steps 5 --seed 393; }
+  run4() { rec h-ckpt-gather-20 240 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.6 --gather-fraction 0.12 --seed 394; }
   four_runs
   pause 10
   ;;

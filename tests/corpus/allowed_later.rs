@@ -628,4 +628,124 @@ pub const ALLOWED: &[Allowance] = &[
         "leak_seconds",
         161.0,
     ),
+    // Held out, reearned-thirty-seventh (four H200s;
+    // data/results/h200x4-2026-11-28-thirty-seventh), watched live by the build at f25d521,
+    // scored once:
+    // - sessions along τ 60 s towards 102 % of the card: paged live 67 / 72 s ahead, taken back
+    //   12 / 7 s before the crash; in replay critical from 79 s ahead until 15 s before it:
+    //   from 155 s the need no longer rises (the card at 99 %, the allocator flushing its cache
+    //   to fit, the level held at medium for it), and the crash comes from the sessions'
+    //   wander at the ceiling, as a flat card at its limit does;
+    allow("h200-c-kv-decay-4", None, "critical", 0.0),
+    allow("h200-c-kv-decay-4", None, "high", 0.0),
+    allow("h200-c-kv-decay-4", None, "eta", 0.29),
+    allow("h200-c-kv-decay-4", None, "bounds", 0.71),
+    // - sessions to 88 % with τ 45 s, the shape of h200-h-kv-saturate-4 and -5: **paged live**
+    //   on both routes (+73 / +83 s); critical 17 s in replay while it rose;
+    allow("h200-h-kv-saturate-10", None, "critical_seconds", 17.0),
+    allow("h200-h-kv-saturate-10", None, "leak_seconds", 63.0),
+    allow(
+        "h200-h-kv-saturate-10",
+        Some("slower ×2"),
+        "leak_seconds",
+        140.0,
+    ),
+    // - sessions to 90 % with τ 75 s: nothing live with the client, a warning on NVML alone at
+    //   +183 s; never critical in replay, high 46 s while it rose (2 s after it twice as slow,
+    //   shortest ETA then 292 s), a leak flag while it rose.
+    allow("h200-h-kv-saturate-11", None, "leak_seconds", 110.0),
+    allow(
+        "h200-h-kv-saturate-11",
+        Some("slower ×2"),
+        "leak_seconds",
+        237.0,
+    ),
+    allow(
+        "h200-h-kv-saturate-11",
+        Some("slower ×2"),
+        "high_seconds",
+        2.0,
+    ),
+    allow("h200-h-kv-saturate-11", Some("slower ×2"), "min_eta", 292.0),
+    // Held out, reearned-thirty-eighth (four H200s;
+    // data/results/h200x4-2026-11-28-thirty-eighth), the same build, scored once:
+    // - sessions along τ 50 s towards 103 % of the card: paged live 64 / 69 s ahead; critical
+    //   80 s ahead (`predict_linear` 129), high 81 s; its bounds hold the truth at 62 %;
+    allow("h200-c-kv-decay-6", None, "high", 81.0),
+    allow("h200-c-kv-decay-6", None, "eta", 0.58),
+    allow("h200-c-kv-decay-6", None, "bounds", 0.61),
+    // - sessions to 86 % with τ 60 s: nothing live with the client, **paged live on NVML
+    //   alone** (+81 s); in replay critical 2 s while it rose, with or without the client;
+    allow("h200-h-kv-saturate-12", None, "critical_seconds", 2.0),
+    allow("h200-h-kv-saturate-12", None, "leak_seconds", 70.0),
+    allow(
+        "h200-h-kv-saturate-12",
+        Some("slower ×2"),
+        "leak_seconds",
+        137.0,
+    ),
+    // - weights read from slow storage for 140 s: nothing live, never at high in replay; a leak
+    //   flag while it loaded (47 s, 172 twice as slow);
+    allow("h200-h-slow-load-12", None, "leak_seconds", 47.0),
+    allow(
+        "h200-h-slow-load-12",
+        Some("slower ×2"),
+        "leak_seconds",
+        172.0,
+    ),
+    // - a warm-up by ever larger batches to 95 %: nothing live with the client, **paged live on
+    //   NVML alone** (+141 s); in replay without the client critical 27 s (the known limit of
+    //   record batches that NVML alone reads as a stepwise leak).
+    allow(
+        "h200-h-warmup-saturate-23",
+        Some("no client"),
+        "critical_seconds",
+        27.0,
+    ),
+    allow(
+        "h200-h-warmup-saturate-23",
+        Some("no client"),
+        "high_seconds",
+        27.0,
+    ),
+    allow(
+        "h200-h-warmup-saturate-23",
+        Some("no client"),
+        "min_eta",
+        0.0,
+    ),
+    // Held out, reearned-thirty-ninth (two H200s, two halves;
+    // data/results/h200x2-2026-11-28-thirty-ninth), the same build, scored once; every verdict
+    // as the build before it (e96d16a) gives:
+    // - rounds whose rollouts' peaks rise until round 6's does not fit: paged live 21 / 26 s
+    //   ahead; critical 34 s (`predict_linear` 5), high 34 s;
+    allow("h200-c-rising-peaks-11", None, "high", 33.0),
+    allow("h200-c-rising-peaks-11", None, "eta", 0.08),
+    allow("h200-c-rising-peaks-11", None, "bounds", 0.08),
+    // - three sweep trials leaking inside their caches: paged live 70 s ahead with the client,
+    //   nothing on NVML alone (the card flat, as `predict_linear` sees it: nothing); in replay
+    //   critical first 75 s ahead, never held (the anchor 0), high 80 s, without the client none;
+    allow("h200-c-multi-leak-17", None, "high", 79.0),
+    allow("h200-c-multi-leak-17", Some("no client"), "high", 0.0),
+    allow("h200-c-multi-leak-17", None, "eta", 0.0),
+    allow("h200-c-multi-leak-17", None, "bounds", 0.0),
+    // - evaluations every ~25 s keeping their outputs: paged live 51 / 56 s ahead; critical 59 s
+    //   (`predict_linear` 51), high 102 s; without the client high 76 s (one gap later);
+    allow("h200-c-eval-kept-21", Some("no client"), "high", 76.0),
+    allow("h200-c-eval-kept-21", Some("no client"), "eta", 0.55),
+    allow("h200-c-eval-kept-21", Some("no client"), "bounds", 0.55),
+    allow(
+        "h200-c-eval-kept-21",
+        Some("one expandable segment"),
+        "eta",
+        0.35,
+    ),
+    allow(
+        "h200-c-eval-kept-21",
+        Some("one expandable segment"),
+        "bounds",
+        0.62,
+    ),
+    // - a checkpoint gather of 12 % every 40 s beside a model at 60 %: nothing live, nothing in
+    //   replay in any variant (`predict_linear` critical 53 s).
 ];
