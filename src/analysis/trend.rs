@@ -719,7 +719,7 @@ mod demand_tests {
             let t = trend_at(&rising, now);
             assert!(t.stairs.is_none(), "at {now}: {t:?}");
             assert!(
-                t.quiet <= super::super::evidence::RISE_WAIT,
+                t.quiet <= crate::analysis::evidence::RISE_WAIT,
                 "at {now}: {t:?}"
             );
         }
@@ -730,7 +730,7 @@ mod demand_tests {
             for after in 20..=40 {
                 let t = trend_at(&held, stop + after);
                 assert!(
-                    t.quiet > super::super::evidence::RISE_WAIT,
+                    t.quiet > crate::analysis::evidence::RISE_WAIT,
                     "held from {stop} s, {after} s on: {t:?}"
                 );
             }
