@@ -381,12 +381,12 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
         // rarely while it still rises at its own pace. Under half the line's pace it has
         // slowed (`evidence::SLOWED`): a swing's new highs about a level that holds are no
         // rise of that size.
-        let pace = if line.slope > 0.0 {
+        let pace_now = if line.slope > 0.0 {
             recent_slope.clamp(super::evidence::SLOWED * line.slope, line.slope)
         } else {
             line.slope
         };
-        last_t - last_rise(pts, pace * RISE_SECONDS)
+        last_t - last_rise(pts, pace_now * RISE_SECONDS)
     };
     let smooth = smooth_saturation(pts);
     // Steps that shrink, each to at most `r` of the one before, have at most the rest of
@@ -710,9 +710,8 @@ mod demand_tests {
         // rises by five seconds of the line's pace, but it does by five of its own.
         let level = |t: f64| 10.0 * GIB + 40.0 * GIB * (1.0 - (-t / 50.0).exp());
         let swing = |t: f64| ((t as u64).wrapping_mul(2654435761) % 1000) as f64 / 2000.0 * GIB;
-        let trend_at = |f: &dyn Fn(f64) -> f64, now: u32| {
-            let pts: Vec<(f64, f64)> = (0..=now).map(|i| (i as f64, f(i as f64))).collect();
-            fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).expect("a rise")
+        let trend_at = |f: &dyn Fn(f64) -> f64, now: usize| {
+            fit_demand(&series(f, now + 1), 64.0 * 1048576.0, Some(0.0)).expect("a rise")
         };
         let rising = |t: f64| level(t) + swing(t);
         for now in 100..=170 {
