@@ -11,9 +11,11 @@
 //!
 //! The level is what the forecast assesses from this analysis's evidence (`oom::assess`, whose
 //! band on the ETA keeps a forecast hovering at a threshold from flapping, never a time); here
-//! a critical level also holds across a staircase's gaps (a batch that grows by stages), but
-//! only while a process of the incident still expects to grow soon (its own risk is high or
-//! above): once their own risk falls, so does the GPU's critical. When a process of the
+//! a critical level also holds while a process of the incident still expects to fail soon (its
+//! own risk is high or above): across a staircase's gaps (a batch that grows by stages), and
+//! while a smooth forecast's ETA wanders past critical's band and back (trials leaking in their
+//! caches, a cache whose rise slows before it runs out). Once their own risk falls, so does the
+//! GPU's critical. When a process of the
 //! incident exits (an OOM, the end of its job, a kill) that hold ends at once, and the level is
 //! what the forecast says of the processes still there; when all of them are gone, so is the
 //! incident, and the next growth is a new one.
@@ -32,9 +34,11 @@ use super::oom::{Risk, RiskLevel, RiskReason, MIN_STEP_BYTES};
 /// for.
 pub type Driver = Option<u32>;
 
-/// How long a critical level holds across a staircase's gap at most: two minutes after the
-/// forecast last said critical, and only while a process of the incident still expects to grow
-/// soon (its own risk is high or above). A healthy job's own risk falls as soon as its expected
+/// How long a critical level holds at most: two minutes after the forecast last said critical,
+/// and only while a process of the incident still expects to fail soon (its own risk is high or
+/// above): a staircase's gap, or a smooth forecast's ETA between critical's band and high's.
+/// Held for staircases and rounds only, 56 crash rows of 15 corpus runs lost held critical
+/// (docs/forecast.md, "The hold is not for staircases only"). A healthy job's own risk falls as soon as its expected
 /// growth is late (a staircase's step 1.5 gaps after the last), and the GPU's critical falls
 /// with it; the crash, the end of the job or a kill ends the hold at once.
 pub const STAIR_HOLD: f64 = 120.0;
@@ -418,9 +422,10 @@ impl Tracker {
         }
         let mut risk = Risk::from(assessed);
         self.forecast = Some(risk);
-        // A staircase between two steps: the page holds while a process of its incident still
-        // expects its next step soon, never after their own risk has fallen (nor as one of them
-        // goes: what the others expect now is the forecast's to say).
+        // A staircase between two steps, a smooth forecast whose ETA wandered past critical's
+        // band: the page holds while a process of its incident still expects to fail soon,
+        // never after their own risk has fallen (nor as one of them goes: what the others
+        // expect now is the forecast's to say).
         if let (Some(e), Some(i), false) = (self.critical, &self.incident, gone) {
             let expecting = contenders
                 .iter()
