@@ -15,10 +15,9 @@
 //! own risk is high or above): across a staircase's gaps (a batch that grows by stages), and
 //! while a smooth forecast's ETA wanders past critical's band and back (trials leaking in their
 //! caches, a cache whose rise slows before it runs out). Once their own risk falls, so does the
-//! GPU's critical. When a process of the
-//! incident exits (an OOM, the end of its job, a kill) that hold ends at once, and the level is
-//! what the forecast says of the processes still there; when all of them are gone, so is the
-//! incident, and the next growth is a new one.
+//! GPU's critical. When a process of the incident exits (an OOM, the end of its job, a kill)
+//! that hold ends at once, and the level is what the forecast says of the processes still
+//! there; when all of them are gone, so is the incident, and the next growth is a new one.
 //!
 //! Each out-of-memory event is scored against what the GPU showed when it came (paged:
 //! critical; warned: high; missed), and each critical episode against what followed it (an
@@ -38,10 +37,11 @@ pub type Driver = Option<u32>;
 /// and only while a process of the incident still expects to fail soon (its own risk is high or
 /// above): a staircase's gap, or a smooth forecast's ETA between critical's band and high's.
 /// Held for staircases and rounds only, 56 crash rows of 15 corpus runs lost held critical
-/// (docs/forecast.md, "The hold is not for staircases only"). A healthy job's own risk falls as soon as its expected
-/// growth is late (a staircase's step 1.5 gaps after the last), and the GPU's critical falls
-/// with it; the crash, the end of the job or a kill ends the hold at once.
-pub const STAIR_HOLD: f64 = 120.0;
+/// (docs/forecast.md, "The hold is not for staircases only"). A healthy job's own risk falls as
+/// soon as its expected growth is late (a staircase's step 1.5 gaps after the last, a smooth
+/// rise quiet for 15 s), and the GPU's critical falls with it; the crash, the end of the job or
+/// a kill ends the hold at once.
+pub const CRITICAL_HOLD: f64 = 120.0;
 
 /// An OOM still counts for a critical (or high) stretch that ended at most this long before
 /// it: the exporter may see the failing process gone a sample before its client's report of
@@ -432,7 +432,7 @@ impl Tracker {
                 .any(|c| c.risk >= RiskLevel::High && i.has(c.who));
             if e.incident == i.number
                 && risk.level < RiskLevel::Critical
-                && now - e.assessed <= STAIR_HOLD
+                && now - e.assessed <= CRITICAL_HOLD
                 && expecting
             {
                 risk.level = RiskLevel::Critical;
@@ -678,12 +678,12 @@ mod tests {
         assert_eq!(tr.step(81.0, at(Low), &[NOBODY]).risk.level, Low);
         assert_eq!(tr.score().episodes, [1, 0], "one page, followed by its OOM");
         // The bridge is bounded: a forecast that never says critical again lets go after
-        // STAIR_HOLD, though its process lives on expecting growth.
+        // CRITICAL_HOLD, though its process lives on expecting growth.
         let mut tr = Tracker::default();
         run(&mut tr, 0, 10, Critical, &on);
         let long = run(&mut tr, 10, 200, Low, &expecting);
         let last_critical = long.iter().rposition(|p| p.risk.level == Critical).unwrap();
-        assert_eq!(10 + last_critical as u32, 9 + STAIR_HOLD as u32);
+        assert_eq!(10 + last_critical as u32, 9 + CRITICAL_HOLD as u32);
     }
 
     #[test]
