@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs)
+#                                                 (four GPUs), reearned-fortieth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -80,6 +80,7 @@ reearned-twenty-seventh | reearned-twenty-eighth) BUDGET_S=${BUDGET_S:-330} ;;
 reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${BUDGET_S:-260} ;;
 reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearned-thirty-fifth) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-thirty-sixth | reearned-thirty-seventh | reearned-thirty-eighth | reearned-thirty-ninth) BUDGET_S=${BUDGET_S:-290} ;;
+reearned-fortieth) BUDGET_S=${BUDGET_S:-540} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -945,6 +946,16 @@ reearned-thirty-ninth)
   run3() { rec c-eval-kept-21 240 "" $W eval-kept --train-s 25 --steps 5 --seed 393; }
   run4() { rec h-ckpt-gather-20 240 healthy $W healthy-ckpt-gather --duration 210 --ckpt-s 40 --fraction 0.6 --gather-fraction 0.12 --seed 394; }
   four_runs
+  pause 10
+  ;;
+reearned-fortieth)
+  # Held out, watched live by the build whose smooth rises page only once their ETA is no
+  # longer than they have been seen rising: the sessions' shape that paged (τ 45 s to 88 %,
+  # healthy), then its crash twin whose pool is the whole card. New seeds. One GPU, one after
+  # the other.
+  GPU=0 rec h-kv-saturate-13 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 45 --life-s 15 --fraction 0.88 --seed 401
+  pause 10
+  GPU=0 rec c-kv-decay-7 250 "" $W kv-decay --duration 220 --tau-s 45 --life-s 15 --fraction 1.0 --seed 402
   pause 10
   ;;
 reearned-check)

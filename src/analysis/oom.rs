@@ -99,6 +99,9 @@ pub struct Eta {
     pub slope: f64,
     /// Room left before the request fails, bytes (negative: it no longer fits).
     pub headroom: f64,
+    /// How long the smooth rises that make it have been seen rising, seconds (their spans,
+    /// weighted by their pace); `None` where steps or segments on a schedule make it.
+    pub seen: Option<f64>,
 }
 
 /// How many steps a staircase may be extrapolated over, per step it has shown: the count's
@@ -197,12 +200,19 @@ pub fn eta(capacity: f64, parts: &[DemandPart], i: usize, p: &EtaParams) -> Opti
     if seconds > p.horizon || seconds > p.max_extrapolation * span {
         return None;
     }
+    let smooth = in_segments.is_empty() && growing.iter().all(|t| t.stairs.is_none());
+    let pace = |t: &&Trend| t.slope.max(0.0);
+    let seen = smooth.then(|| {
+        growing.iter().map(|t| pace(t) * t.span).sum::<f64>()
+            / growing.iter().map(pace).sum::<f64>()
+    });
     Some(Eta {
         seconds,
         lower: (room / fast).max(0.0).min(ETA_LOWER_FACTOR * seconds),
         upper: (slow > 0.0).then(|| (room / slow).max(ETA_UPPER_FACTOR * seconds)),
         slope,
         headroom: room,
+        seen,
     })
 }
 
@@ -376,6 +386,8 @@ impl RiskParams {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RiskInputs {
     pub eta: Option<f64>,
+    /// `Eta::seen`: how long the smooth rises behind the ETA have been seen rising.
+    pub eta_seen: Option<f64>,
     /// Demand on the GPU grows towards the limit within what the evidence supports: there is
     /// an ETA. A significant rise whose end is beyond `EtaParams::max_extrapolation` times its
     /// span is not yet growth towards a failure.
@@ -394,6 +406,13 @@ pub struct RiskInputs {
 /// threshold of a level at or under it keeps that level, and so does memory that rises at
 /// this analysis: the trend is read again once the rise under way has settled (a step caught
 /// half risen is no step yet), and the moment memory stops moving only an ETA keeps a level.
+///
+/// A smooth rise is critical only once its ETA is no longer than the rise has been seen
+/// (`eta_seen`): a rise seen for s seconds may still be a curve that levels off with a time
+/// constant as short as s (a shorter one would show its bend within them), and such a curve adds
+/// only its pace times s more. Within that the failure is certain; beyond it the rise may be a
+/// warm-up or a cache that fills ever more slowly, and it warns (high). Steps and segments come
+/// on a schedule the evidence counts instead (`STAIRS_EXTRAPOLATION`).
 pub fn assess(i: &RiskInputs, p: &RiskParams, standing: Option<Risk>) -> (RiskLevel, RiskReason) {
     let standing_level = standing.map_or(RiskLevel::Low, |s| s.level);
     let mut best = (RiskLevel::Low, RiskReason::None);
@@ -411,7 +430,10 @@ pub fn assess(i: &RiskInputs, p: &RiskParams, standing: Option<Risk>) -> (RiskLe
                     1.0
                 }
         };
-        if within(RiskLevel::Critical, p.critical_eta) {
+        let seen_enough = i
+            .eta_seen
+            .is_none_or(|seen| within(RiskLevel::Critical, seen));
+        if within(RiskLevel::Critical, p.critical_eta) && seen_enough {
             raise(RiskLevel::Critical, RiskReason::Eta);
         } else if within(RiskLevel::High, p.high_eta) {
             raise(RiskLevel::High, RiskReason::Eta);
@@ -527,6 +549,9 @@ mod tests {
             e.seconds
         );
         assert!(e.lower <= e.seconds);
+        // A smooth rise has been seen for its trend's span.
+        let span = p.trend.unwrap().span;
+        assert_eq!(e.seen, Some(span));
     }
 
     #[test]
@@ -639,6 +664,8 @@ mod tests {
         // With less room than a step, the next step fails: at 120.
         let e = eta(stair(now) + 0.5 * GIB, &[p], 0, &params()).unwrap();
         assert!((e.seconds - 10.0).abs() < 1.0, "{}", e.seconds);
+        // Its steps are counted, not the seconds it has been seen.
+        assert_eq!(e.seen, None);
     }
 
     #[test]
@@ -861,6 +888,42 @@ mod tests {
         assert_eq!(level(eta(past_high), RiskLevel::Medium), RiskLevel::Medium);
         assert_eq!(level(eta(past_high), RiskLevel::High), RiskLevel::High);
         assert_eq!(level(eta(past_high), RiskLevel::Critical), RiskLevel::High);
+    }
+
+    #[test]
+    fn a_smooth_rise_is_critical_only_once_it_has_been_seen_as_long_as_its_eta() {
+        let p = RiskParams::from_config(&crate::config::RiskConfig::default());
+        let level = |eta: f64, seen: Option<f64>, standing: RiskLevel| {
+            let i = RiskInputs {
+                eta: Some(eta),
+                eta_seen: seen,
+                rising: true,
+                ..Default::default()
+            };
+            let standing = Risk {
+                level: standing,
+                reason: RiskReason::Eta,
+            };
+            assess(&i, &p, Some(standing)).0
+        };
+        // 40 s left on a rise seen for 20 s: it may yet level off, a warning.
+        assert_eq!(level(40.0, Some(20.0), RiskLevel::High), RiskLevel::High);
+        // Seen for 40 s, it fills the room even if it levels off now.
+        assert_eq!(
+            level(40.0, Some(40.0), RiskLevel::High),
+            RiskLevel::Critical
+        );
+        // A schedule of steps is critical on its ETA alone.
+        assert_eq!(level(40.0, None, RiskLevel::High), RiskLevel::Critical);
+        // Once critical, the ETA may wander within the band past the seconds seen, not further.
+        assert_eq!(
+            level(45.0, Some(40.0), RiskLevel::Critical),
+            RiskLevel::Critical
+        );
+        assert_eq!(
+            level(55.0, Some(40.0), RiskLevel::Critical),
+            RiskLevel::High
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl Engine {
             // is not the one at risk, the one that grows or must take memory back is.
             let own = RiskInputs {
                 eta: e.map(|e| e.seconds),
+                eta_seen: e.and_then(|e| e.seen),
                 rising: e.is_some(),
                 recent_retries: Self::recent_retries(p, now),
                 ..Default::default()
@@ -153,6 +154,7 @@ impl Engine {
         let assessed = oom::assess(
             &RiskInputs {
                 eta: first.map(|e| e.seconds),
+                eta_seen: first.and_then(|e| e.seen),
                 rising: first.is_some(),
                 used_fraction: (m.total > 0).then(|| 1.0 - m.free as f64 / m.total as f64),
                 recent_retries: retries,
