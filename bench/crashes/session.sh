@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth (one GPU)
+#                                                 (four GPUs), reearned-fortieth, reearned-forty-first (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -81,6 +81,7 @@ reearned-twenty-ninth | reearned-thirtieth | reearned-thirty-first) BUDGET_S=${B
 reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearned-thirty-fifth) BUDGET_S=${BUDGET_S:-280} ;;
 reearned-thirty-sixth | reearned-thirty-seventh | reearned-thirty-eighth | reearned-thirty-ninth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-fortieth) BUDGET_S=${BUDGET_S:-540} ;;
+reearned-forty-first) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -956,6 +957,18 @@ reearned-fortieth)
   GPU=0 rec h-kv-saturate-13 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 45 --life-s 15 --fraction 0.88 --seed 401
   pause 10
   GPU=0 rec c-kv-decay-7 250 "" $W kv-decay --duration 220 --tau-s 45 --life-s 15 --fraction 1.0 --seed 402
+  pause 10
+  ;;
+reearned-forty-first)
+  # Held out, the same build, on the crashes it pages later: rises that run out under two
+  # minutes after their growth began (an inference cache, activations kept by hooks in
+  # expandable segments) and a sweep's trials leaking together. New lengths and seeds. One
+  # GPU, one after the other.
+  GPU=0 rec c-kv-cache-3 180 "" $W kv-cache --growth-s 110 --period-s 0.05 --seed 411
+  pause 10
+  GPU=0 rec c-expandable-3 180 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 110 --every 8 --seed 412
+  pause 10
+  GPU=0 rec c-multi-leak-18 200 "" bash -c "$(trials 3 100 2 413)"
   pause 10
   ;;
 reearned-check)

@@ -770,4 +770,11 @@ pub const ALLOWED: &[Allowance] = &[
     allow("h200-c-kv-decay-7", None, "eta", 0.27),
     allow("h200-c-kv-decay-7", None, "bounds", 0.4),
     allow("h200-c-kv-decay-7", Some("slower ×2"), "slower", 0.0),
+    // Held out, reearned-forty-first (one H200; data/results/h200-2026-11-29-forty-first),
+    // the same build, on the crashes it pages later: live, with the client / NVML alone, the
+    // KV cache paged 28 / 33 s ahead, the hooks in expandable segments 39 / 44 s, the sweep's
+    // trials 65 s / nothing (inside their caches). In replay the cache is critical 43 s ahead
+    // (60 s by the build before; `predict_linear` 87 s): its growth ran out 110 s after its
+    // start.
+    allow("h200-c-kv-cache-3", None, "critical", 43.0),
 ];
