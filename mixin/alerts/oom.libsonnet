@@ -42,12 +42,13 @@ local withDriver(level) = |||
             alert: 'GpuMemoryOomImminent',
             comments:: { expr: |||
               The exporter's critical level: its forecast of the first allocation that fails is
-              under `analysis.risk.critical_eta` (60 s by default). An OOM that happened is not a
-              level: it is GpuMemoryOomOccurred. The exporter only forecasts from credible trends
-              after a process's warm-up, keeps a level while its ETA stays within a quarter past the
-              threshold, and holds no level after its evidence is gone. It holds critical across a
-              staircase's gaps only while a process of the incident still expects its next step
-              (its own risk is high), and lets go at once when
+              under `analysis.risk.critical_eta` (60 s by default) and, for a smooth rise, no longer
+              than the rise has been seen (before that it may still level off: a warning). An OOM
+              that happened is not a level: it is GpuMemoryOomOccurred. The exporter only forecasts
+              from credible trends after a process's warm-up, keeps a level while its ETA stays
+              within a quarter past the threshold, and holds no level after its evidence is gone. It
+              holds critical only while a process of the incident still expects to fail soon (its
+              own risk is high or above, re-read every analysis), and lets go at once when
               the incident's processes exit (a crash, the end of the job, a kill): so no
               `keep_firing_for` here, and the page resolves at the first evaluation after. Joined
               with gpumem_oom_risk_driver_info, the alert is labelled with the incident's driver for
