@@ -6,6 +6,8 @@ use super::allowance::{allow, Allowance};
 /// Every exception, with its reason; nothing else may miss a target. docs/forecast.md has the
 /// tables these come from. A limit follows the build down where a later change did better than
 /// when it was written; its comment keeps the numbers as first scored.
+/// An exception no run needs any more is taken out (`every_exception_is_still_needed`);
+/// where its run keeps others, their comment still tells the numbers it was written for.
 pub const ALLOWED: &[Allowance] = &[
     // A staircase of three steps 40 s apart whose first step the cache absorbs: two steps show
     // (the allocator's record of its peak) only 40 s before the crash, and one step alone is a
@@ -32,18 +34,14 @@ pub const ALLOWED: &[Allowance] = &[
     // right (critical 83 s ahead, high 119 s, bounds hold the truth at 86 %), its point not:
     // a step due "one median gap" after the last comes early or late by half a gap.
     allow("kept-views", None, "eta", 0.30),
-    allow("kept-views", Some("no client"), "bounds", 0.65),
+    allow("kept-views", Some("no client"), "bounds", 0.70),
     // Twice as slow, start-up and loads last longer than `analysis.eta_warmup` (60 s), and
     // what they take after that reads as growth: healthy-shared's 30 GiB checkpoint (80 s), the
     // ten jobs starting together on one GPU around h-ckpt. High for 18 to 20 s (no critical,
     // shortest ETA 75 s); the warning waits 30 s. (The notebook's larger loads and
     // healthy-prealloc's 90 % block, high for 16 and 41 s and stale, no longer are: a
     // staircase is extrapolated over at most twice the steps it has shown.)
-    allow("healthy-shared", Some("slower ×2"), "high_seconds", 20.0),
-    allow("healthy-shared", Some("slower ×2"), "min_eta", 75.0),
     allow("healthy-shared", Some("slower ×2"), "leak_seconds", 5.0),
-    allow("h-ckpt", Some("slower ×2"), "high_seconds", 20.0),
-    allow("h-ckpt", Some("slower ×2"), "min_eta", 120.0),
     // Held out, found when the held-out runs were scored (docs/forecast.md), not fixed:
     // - a cache that grows 768 MiB/s from its process's first second reads as loading for
     //   `analysis.eta_warmup`, as a checkpoint read at disk speed would: critical 21 s ahead
@@ -56,8 +54,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   is a change of level. The anchor pages on the step itself (74 and 48 s).
     allow("live-c-batch-warmup", None, "critical", 23.0),
     allow("c-batch-warmup-3", None, "high", 58.0),
-    allow("c-batch-warmup-3", None, "eta", 0.15),
-    allow("c-batch-warmup-3", None, "bounds", 0.25),
+    allow("c-batch-warmup-3", None, "eta", 0.18),
+    allow("c-batch-warmup-3", None, "bounds", 0.29),
     // - expandable segments with 60 s of growth (the live run): a trend is extrapolated once it
     //   has lasted `analysis.eta_min_span` (20 s) after loading, which leaves at most 40 s.
     // Since 2026-11-29 (docs/forecast.md, "A smooth rise pages once it has been seen as long
@@ -70,31 +68,30 @@ pub const ALLOWED: &[Allowance] = &[
     //   allocator's floor rising for 23 and 13 s. (cuDNN autotuning beside nine jobs, high
     //   for 26 s and a leak flag for 152 s twice as slow, no longer is: a floor whose last
     //   third is flat is no leak.)
-    allow("live-h-compile", Some("slower ×2"), "leak_seconds", 15.0),
+    allow("live-h-compile", Some("slower ×2"), "leak_seconds", 12.0),
     // After the forecast took back what its evidence no longer holds (a smooth rise quiet for
     // 15 s, a staircase's step 1.5 gaps late): the KV cache's bounds hold the truth at 78 %
     // (80 % before), and with one expandable segment kept-logits-2's staircase pauses long
     // enough to lose its ETA for a moment: critical 41.6 s ahead, ETA within 35 % at 45 %;
     // since the cache's largest free block is remembered between its measurements, its
     // steps are measured from the peak for longer and the ETA is within 35 % at 22 %.
-    allow("c-kv-cache-2", None, "bounds", 0.75),
     allow(
         "live-kept-logits-2",
         Some("one expandable segment"),
         "critical",
-        40.0,
+        41.0,
     ),
     allow(
         "live-kept-logits-2",
         Some("one expandable segment"),
         "eta",
-        0.2,
+        0.21,
     ),
     allow(
         "live-kept-logits-2",
         Some("one expandable segment"),
         "bounds",
-        0.2,
+        0.21,
     ),
     allow("live-h-rl", Some("slower ×2"), "leak_seconds", 10.0),
     // The leak's persistence windows start at the fit's start (2026-11-27, see
@@ -110,8 +107,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   Evaluations every 19 s (c-eval-kept-check, H200) never leave loading a stretch to
     //   end: a stage that repeats the one before it ends loading there, so they are paged
     //   55 s ahead with and without the client (18 and 0 s before).
-    allow("c-eval-kept", None, "eta", 0.05),
-    allow("c-eval-kept", None, "bounds", 0.41),
+    allow("c-eval-kept", None, "eta", 0.06),
+    allow("c-eval-kept", None, "bounds", 0.53),
     allow("c-eval-kept-2", None, "eta", 0.28),
     // - Trials of a sweep leaking together on one GPU: critical held 41 s before the first
     //   failure (target 45); twice as slow 2 s; held out 27 s. Without the client none held,
@@ -135,9 +132,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   Twice as slow, a moment at critical during the start-up load, 373 s ahead (as before
     //   the rounds were measured from the end of the load).
     allow("c-rising-peaks", None, "high", 72.0),
-    allow("c-rising-peaks", None, "eta", 0.5),
-    allow("c-rising-peaks", None, "bounds", 0.5),
-    allow("c-rising-peaks", Some("slower ×2"), "early", 374.0),
+    allow("c-rising-peaks", None, "eta", 0.51),
+    allow("c-rising-peaks", None, "bounds", 0.52),
     allow("c-rising-peaks-2", None, "high", 33.0),
     allow("c-rising-peaks-2", None, "eta", 0.11),
     allow("c-rising-peaks-2", None, "bounds", 0.11),
@@ -184,15 +180,14 @@ pub const ALLOWED: &[Allowance] = &[
     //   own staircase says when where that view cannot (2026-11-27, `oom::eta`): critical
     //   61 s, high 88 s ahead;
     allow("c-eval-kept-3", None, "high", 88.0),
-    allow("c-eval-kept-3", None, "eta", 0.05),
-    allow("c-eval-kept-3", None, "bounds", 0.45),
+    allow("c-eval-kept-3", None, "eta", 0.26),
+    allow("c-eval-kept-3", None, "bounds", 0.68),
     //   three trials leaking together: critical 40 s ahead, none without the client or twice
     //   as slow (as c-multi-leak);
     // Since 2026-11-29 (docs/forecast.md, "A smooth rise pages once it has been seen as long
     // as its ETA"): critical 30 s ahead (a smooth rise pages once seen as long as its ETA);
     allow("c-multi-leak-3", None, "critical", 30.0),
     allow("c-multi-leak-3", Some("no client"), "critical", 0.0),
-    allow("c-multi-leak-3", Some("slower ×2"), "slower", 0.0),
     //   rounds that rise: critical from the fourth peak, 34 s ahead (target met: the anchor
     //   leads by 5 s), so high no earlier; a job that fails in the round after its third peak
     //   shows too few rounds for a trend (three rising peaks are what chance gives one time in
@@ -201,15 +196,15 @@ pub const ALLOWED: &[Allowance] = &[
     //   without the level's hold its ETA is there only while a round's evidence is: within
     //   35 % at 6-7 % of the seconds (critical held 34 s ahead, as before);
     allow("c-rising-peaks-3", None, "eta", 0.06),
-    allow("c-rising-peaks-3", None, "bounds", 0.11),
+    allow("c-rising-peaks-3", None, "bounds", 0.13),
     allow("c-rising-peaks-4", None, "critical", 0.0),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
     allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 77.0),
     // - The same plan again on 4x H200 with the build after the rules above (recordings named
     //   h200-*, scored once): the same shortfalls, the same reasons.
     allow("h200-c-eval-kept-3", None, "high", 89.0),
-    allow("h200-c-eval-kept-3", None, "eta", 0.05),
-    allow("h200-c-eval-kept-3", None, "bounds", 0.52),
+    allow("h200-c-eval-kept-3", None, "eta", 0.23),
+    allow("h200-c-eval-kept-3", None, "bounds", 0.69),
     // Since 2026-11-29 (docs/forecast.md, "A smooth rise pages once it has been seen as long
     // as its ETA"): critical 15.7 s ahead (a smooth rise pages once seen as long as its ETA);
     allow("h200-c-multi-leak-3", None, "critical", 15.0),
@@ -236,8 +231,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   evaluations every 26 s that keep their outputs: critical 57-60 s ahead, high from
     //   78 s, the ETA within 35 % at half the seconds (5 % with one expandable segment);
     allow("c-eval-kept-5", None, "high", 78.0),
-    allow("c-eval-kept-5", None, "eta", 0.05),
-    allow("c-eval-kept-5", None, "bounds", 0.3),
+    allow("c-eval-kept-5", None, "eta", 0.29),
+    allow("c-eval-kept-5", None, "bounds", 0.53),
     //   logits kept every third step, without the client: NVML sees the cache's segments,
     //   high from 78 s;
     allow("c-kept-logits-3", Some("no client"), "high", 77.0),
@@ -272,9 +267,9 @@ pub const ALLOWED: &[Allowance] = &[
     //   rest of it for a stage of its own and began again. Since a step is measured whole and
     //   judged once (`analysis::loading`): critical 58 s, high 82 s ahead (63 with one
     //   expandable segment);
-    allow("h200-c-eval-kept-6", None, "high", 63.0),
-    allow("h200-c-eval-kept-6", None, "eta", 0.11),
-    allow("h200-c-eval-kept-6", None, "bounds", 0.28),
+    allow("h200-c-eval-kept-6", None, "high", 81.0),
+    allow("h200-c-eval-kept-6", None, "eta", 0.26),
+    allow("h200-c-eval-kept-6", None, "bounds", 0.45),
     //   rounds from half the card: critical 31 s ahead (anchor 4), no trend before the fourth
     //   peak;
     allow("h200-c-rising-peaks-5", None, "high", 30.0),
@@ -297,15 +292,9 @@ pub const ALLOWED: &[Allowance] = &[
     //   10 s): nothing live, never at high in replay, in any variant. Evaluations every 30 s
     //   that keep their outputs: critical 59 s ahead (anchor 30), high from 60 s (30 with one
     //   expandable segment);
-    allow("h200-c-eval-kept-7", None, "high", 29.0),
-    allow("h200-c-eval-kept-7", None, "eta", 0.06),
-    allow("h200-c-eval-kept-7", None, "bounds", 0.13),
-    allow(
-        "h200-c-eval-kept-7",
-        Some("one expandable segment"),
-        "critical",
-        29.0,
-    ),
+    allow("h200-c-eval-kept-7", None, "high", 33.0),
+    allow("h200-c-eval-kept-7", None, "eta", 0.30),
+    allow("h200-c-eval-kept-7", None, "bounds", 0.39),
     //   three trials leaking together (as c-multi-leak-3): critical 36 s ahead, none without
     //   the client or twice as slow.
     // Since 2026-11-29 (docs/forecast.md, "A smooth rise pages once it has been seen as long
@@ -324,7 +313,7 @@ pub const ALLOWED: &[Allowance] = &[
     //   the trials that keep logits every other step, in every variant for four trials at
     //   two rates; the ETA within 35 % at 29-37 % of the seconds, its bounds 33-39 %;
     allow("c-multi-leak-6", None, "high", 57.0),
-    allow("c-multi-leak-6", None, "eta", 0.28),
+    allow("c-multi-leak-6", None, "eta", 0.35),
     allow("c-multi-leak-6", None, "bounds", 0.36),
     allow("c-multi-leak-7", Some("no client"), "high", 54.0),
     allow("c-multi-leak-7", None, "eta", 0.34),
@@ -363,7 +352,7 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-multi-leak-11", None, "bounds", 0.12),
     allow("c-multi-leak-11", Some("no client"), "high", 0.0),
     allow("c-multi-leak-11", Some("no client"), "bounds", 0.0),
-    allow("c-multi-leak-11", Some("slower ×2"), "slower", 0.0),
+    allow("c-multi-leak-11", Some("slower ×2"), "slower", 2.0),
     // - a warm-up whose record batches each took a segment of their own (13 GiB steps 40-78 s
     //   apart) to 96 % of the card, then flat with a fifth of it in use: paged live, with and
     //   without the client, critical for 105 s in replay. With the client no longer (2026-11-27,
@@ -442,12 +431,12 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-eval-kept-8", None, "high", 66.0),
     allow("c-eval-kept-8", None, "eta", 0.47),
     allow("c-eval-kept-8", None, "bounds", 0.47),
-    allow("c-eval-kept-8", Some("one expandable segment"), "eta", 0.0),
+    allow("c-eval-kept-8", Some("one expandable segment"), "eta", 0.02),
     allow(
         "c-eval-kept-8",
         Some("one expandable segment"),
         "bounds",
-        0.34,
+        0.54,
     ),
     // - a warm-up by ever rarer batch sizes to 91 %: never at high with the client; without it
     //   the staircase's next step did not fit, critical 67 s until the job ended, until its
@@ -469,12 +458,12 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-eval-kept-9", None, "high", 75.0),
     allow("c-eval-kept-9", None, "eta", 0.55),
     allow("c-eval-kept-9", None, "bounds", 0.55),
-    allow("c-eval-kept-9", Some("one expandable segment"), "eta", 0.0),
+    allow("c-eval-kept-9", Some("one expandable segment"), "eta", 0.22),
     allow(
         "c-eval-kept-9",
         Some("one expandable segment"),
         "bounds",
-        0.18,
+        0.54,
     ),
     // - rollouts from half the card whose peaks rise until the sixth does not fit: critical 35 s
     //   ahead (`predict_linear` 4 s), high no earlier; twice as slow a first critical 315 s
@@ -482,7 +471,6 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-6", None, "high", 35.0),
     allow("c-rising-peaks-6", None, "eta", 0.16),
     allow("c-rising-peaks-6", None, "bounds", 0.16),
-    allow("c-rising-peaks-6", Some("slower ×2"), "early", 316.0),
     // - a load of 24 GiB over 130 s, then serving: never at high; its last shards a leak for
     //   42 s (167 s twice as slow), as the other slow loads.
     allow("h-slow-load-7", None, "leak_seconds", 147.0),
@@ -499,26 +487,20 @@ pub const ALLOWED: &[Allowance] = &[
     allow(
         "c-eval-kept-10",
         Some("one expandable segment"),
-        "critical",
-        44.0,
-    ),
-    allow(
-        "c-eval-kept-10",
-        Some("one expandable segment"),
         "high",
-        59.0,
+        62.0,
     ),
     allow(
         "c-eval-kept-10",
         Some("one expandable segment"),
         "eta",
-        0.08,
+        0.38,
     ),
     allow(
         "c-eval-kept-10",
         Some("one expandable segment"),
         "bounds",
-        0.42,
+        0.45,
     ),
     // - three trials of a sweep leaking 6 MB/s each inside their caches, the device flat at
     //   98 % for the last 87 s: no critical (`predict_linear` none either), high 100 s ahead
@@ -550,8 +532,13 @@ pub const ALLOWED: &[Allowance] = &[
     // - evaluations every ~29 s that keep 12.7 GiB each: critical 61 s ahead (`predict_linear`
     //   56 s), high 85 s;
     allow("c-eval-kept-11", None, "high", 84.0),
-    allow("c-eval-kept-11", None, "bounds", 0.18),
-    allow("c-eval-kept-11", Some("one expandable segment"), "eta", 0.0),
+    allow("c-eval-kept-11", None, "bounds", 0.38),
+    allow(
+        "c-eval-kept-11",
+        Some("one expandable segment"),
+        "eta",
+        0.11,
+    ),
     // - rollouts from 45 % of the card whose peaks rise until the sixth does not fit: critical
     //   34 s ahead in every variant (`predict_linear` 5 s), high no earlier;
     allow("c-rising-peaks-8", None, "high", 33.0),
@@ -574,20 +561,14 @@ pub const ALLOWED: &[Allowance] = &[
     allow(
         "c-eval-kept-12",
         Some("one expandable segment"),
-        "high",
-        41.0,
-    ),
-    allow(
-        "c-eval-kept-12",
-        Some("one expandable segment"),
         "eta",
-        0.14,
+        0.37,
     ),
     allow(
         "c-eval-kept-12",
         Some("one expandable segment"),
         "bounds",
-        0.22,
+        0.49,
     ),
     // - two trials leaking together: critical 53 s ahead (`predict_linear` 51 s), high 111 s;
     //   the ETA within 35 % at 34-37 % of the seconds, its bounds the same; without the client
@@ -628,7 +609,7 @@ pub const ALLOWED: &[Allowance] = &[
         "c-eval-kept-13",
         Some("one expandable segment"),
         "bounds",
-        0.37,
+        0.61,
     ),
     // - a batch raised every 30 s until a stage does not fit: critical 58 s ahead
     //   (`predict_linear` 48 s), high from its second step after loading, 58 s (as
@@ -658,20 +639,20 @@ pub const ALLOWED: &[Allowance] = &[
     // - evaluations every ~36 s that keep their outputs: critical 58 s ahead (`predict_linear`
     //   35 s), high 70 s (the first evaluation a stage of the start-up); the ETA within 35 % and
     //   its bounds at 50 %, 11 % and 16 % with one expandable segment;
-    allow("c-eval-kept-14", None, "high", 69.0),
+    allow("c-eval-kept-14", None, "high", 70.0),
     allow("c-eval-kept-14", None, "eta", 0.49),
     allow("c-eval-kept-14", None, "bounds", 0.49),
     allow(
         "c-eval-kept-14",
         Some("one expandable segment"),
         "eta",
-        0.10,
+        0.13,
     ),
     allow(
         "c-eval-kept-14",
         Some("one expandable segment"),
         "bounds",
-        0.15,
+        0.50,
     ),
     // - a curriculum whose third stage ran out 75 s into its growth (the plan allowed five):
     //   two steps make a staircase, so critical 23 s ahead, at the second; one step is a change
@@ -692,35 +673,22 @@ pub const ALLOWED: &[Allowance] = &[
     // (kept-views 83 -> 68 s ahead), high later and the ETA less often within 35 %: the cost
     // of paging the sweeps whose trials leak inside their caches (c-multi-leak-11, -12,
     // h200-c-multi-leak-15 now critical 144, 86, 74 s ahead; c-multi-leak-3 twice as slow 85).
-    allow("c-eval-kept", Some("one expandable segment"), "high", 62.0),
     allow("kept-views", None, "high", 68.0),
     allow("kept-views", None, "eta", 0.28),
     allow("kept-views", Some("141 GiB card"), "eta", 0.25),
     allow("kept-views", None, "bounds", 0.65),
     allow("kept-views", Some("141 GiB card"), "bounds", 0.6),
-    allow("c-eval-kept-2", Some("one expandable segment"), "eta", 0.15),
-    allow(
-        "c-eval-kept-2",
-        Some("one expandable segment"),
-        "bounds",
-        0.74,
-    ),
-    allow(
-        "h200-c-eval-kept-3",
-        Some("one expandable segment"),
-        "high",
-        66.0,
-    ),
+    allow("c-eval-kept-2", Some("one expandable segment"), "eta", 0.20),
     allow(
         "h200-c-eval-kept-3",
         Some("one expandable segment"),
         "eta",
-        0.01,
+        0.23,
     ),
     allow(
         "h200-c-eval-kept-3",
         Some("one expandable segment"),
         "bounds",
-        0.32,
+        0.76,
     ),
 ];
