@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth, reearned-forty-first (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-third (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -82,6 +82,8 @@ reearned-thirty-second | reearned-thirty-third | reearned-thirty-fourth | reearn
 reearned-thirty-sixth | reearned-thirty-seventh | reearned-thirty-eighth | reearned-thirty-ninth) BUDGET_S=${BUDGET_S:-290} ;;
 reearned-fortieth) BUDGET_S=${BUDGET_S:-540} ;;
 reearned-forty-first) BUDGET_S=${BUDGET_S:-560} ;;
+reearned-forty-second) BUDGET_S=${BUDGET_S:-1100} ;;
+reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -969,6 +971,32 @@ reearned-forty-first)
   GPU=0 rec c-expandable-3 180 "" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W hook-capture --growth-s 110 --every 8 --seed 412
   pause 10
   GPU=0 rec c-multi-leak-18 200 "" bash -c "$(trials 3 100 2 413)"
+  pause 10
+  ;;
+reearned-forty-second)
+  # Held out, watched live by the build that reads steps each larger than the one before,
+  # without the allocator's report, as the cache of a request that grows: two warm-ups by
+  # ever rarer new largest batches (the gain: without the client they paged), a curriculum in
+  # short stages whose activations grow stage by stage until one does not fit (the cost: a
+  # crash whose steps may grow too), and evaluations that keep their outputs. New seeds. One
+  # GPU, one after the other.
+  GPU=0 rec h-warmup-saturate-24 260 healthy $W healthy-warmup-saturate --duration 220 --warmup-s 160 --period-s 0.14 --fraction 0.95 --seed 421
+  pause 10
+  GPU=0 rec c-curriculum-6 260 "" $W curriculum --growth-s 180 --stage-s 12 --seed 422
+  pause 10
+  GPU=0 rec c-eval-kept-22 240 "" $W eval-kept --train-s 25 --steps 5 --seed 423
+  pause 10
+  GPU=0 rec h-warmup-saturate-25 260 healthy $W healthy-warmup-saturate --duration 220 --warmup-s 150 --period-s 0.12 --fraction 0.96 --seed 424
+  pause 10
+  ;;
+reearned-forty-third)
+  # Held out, watched live by the same build once memory given back within the window turns
+  # that reading off (the allocator flushed its cache under pressure and took the memory
+  # again): a curriculum in short stages and a warm-up by ever rarer new largest batches.
+  # New seeds. One GPU, one after the other.
+  GPU=0 rec c-curriculum-7 260 "" $W curriculum --growth-s 170 --stage-s 12 --seed 431
+  pause 10
+  GPU=0 rec h-warmup-saturate-26 260 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 140 --period-s 0.12 --fraction 0.96 --seed 432
   pause 10
   ;;
 reearned-check)

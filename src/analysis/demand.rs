@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::rounds::Rounds;
-use super::trend::{fit_demand, saturation_through, Trend};
+use super::trend::{fit_demand, saturation_through, steps, Trend};
 use super::{cache, evidence};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
@@ -192,6 +192,10 @@ pub struct Demand {
     in_segments: Option<oom::Segments>,
     /// What its cache would give back at its peak, now and over the last minutes.
     spares: cache::Spares,
+    /// Without its allocator's report: its latest steps each took more than the one before
+    /// and the earlier ones could hold the next, the segments of a request that grows, which
+    /// the allocator gives back before it refuses the next (`update`).
+    requests_grow: bool,
 }
 
 impl Demand {
@@ -220,11 +224,18 @@ impl Demand {
             in_segments: None,
             spares: cache::Spares::default(),
             fallback: None,
+            requests_grow: false,
         }
     }
 
     pub fn appeared(&self) -> Time {
         self.appeared
+    }
+
+    /// Its latest steps are segments of a request that grows, which the earlier ones could
+    /// hold (`requests_grow`): a step of them the room does not hold is no failure.
+    pub fn requests_grow(&self) -> bool {
+        self.requests_grow
     }
 
     /// When its loading ended (`analysis::loading`), once it has: its growth counts from
@@ -354,6 +365,7 @@ impl Demand {
         self.rounds_rise = rounds.is_some();
         self.served_need = None;
         self.in_segments = None;
+        self.requests_grow = false;
         self.spares.push(now, spare);
         let Some(loaded) = self.loaded_from() else {
             self.trend = rounds;
@@ -391,6 +403,22 @@ impl Demand {
             }
             Some(t)
         };
+        // Read over the whole window, loading included: a warm-up's first new largest
+        // batches come while its loading is still read as one. Memory given back within it
+        // says otherwise: the allocator flushed its cache under pressure (a refused request)
+        // and took the memory again, so the earlier segments were not enough to spare (a
+        // curriculum whose every stage needs all it holds and more).
+        self.requests_grow =
+            m.allocator.is_none() && self.gave_back_at.is_none_or(|t| t < now - p.window) && {
+                let window: Vec<(f64, f64)> = self
+                    .need
+                    .since(now - p.window)
+                    .map(|b| (b.t, b.max()))
+                    .collect();
+                steps(&coarsened(&window, FIT_POINTS), oom::MIN_STEP_BYTES)
+                    .growing
+                    .is_some_and(|g| g.earlier >= g.next)
+            };
         // Records that stop coming (the longest sequence so far, the largest burst) stop
         // counting once their next step is no longer due (`fit_demand`).
         let trace = tracing::enabled!(tracing::Level::TRACE);
@@ -411,7 +439,15 @@ impl Demand {
             // Free bytes split among live blocks are given back by nobody.
             let cache_steps =
                 view == View::Need && t.stairs.is_some_and(|st| spare >= st.step + request);
-            let credible = !cache_steps && evidence::credible(&t, &p.eta);
+            // Without the allocator's report nothing says which segments are empty, but steps
+            // that each take more than the one before are what the allocator takes for a
+            // request that grows (a new largest batch, a segment of the whole request each
+            // time none it holds is large enough): the earlier segments are free when the next
+            // one comes, and a refused request makes it give them back and try again. Where
+            // they could hold the next step, the steps are its cache's. Kept tensors come in
+            // steps of one size (an evaluation's outputs, a trial's leak).
+            let growing_request = view == View::Need && t.stairs.is_some() && self.requests_grow;
+            let credible = !cache_steps && !growing_request && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.
             let outlived = view != View::Peak

@@ -160,6 +160,17 @@ pub struct Stairs {
     pub count: usize,
 }
 
+/// The latest steps, three or more, each larger than the one before by `min_step` at least:
+/// what a caching allocator takes from the driver for a request that grows (a new largest
+/// batch), a segment of the whole request each time none it holds is large enough.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Growing {
+    /// Bytes the steps before the last of them took.
+    pub earlier: f64,
+    /// The next step, were it to grow by as little as any of them grew on the one before.
+    pub next: f64,
+}
+
 pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
     if points.len() < 3 {
         return None;
@@ -218,6 +229,9 @@ pub struct Steps {
     /// Where every upward jump is smaller than the one before it, the largest ratio of a jump
     /// to the one before: the slowest the steps shrink.
     pub shrink: Option<f64>,
+    /// The latest jumps, where three or more each were larger than the one before by
+    /// `min_step` at least.
+    pub growing: Option<Growing>,
 }
 
 /// Upward jumps of at least `min_step` and eight robust standard deviations of the
@@ -254,6 +268,7 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
     let mut sizes: Vec<f64> = jumps.iter().map(|j| j.2).collect();
     let largest = jumps.iter().max_by(|a, b| a.2.total_cmp(&b.2));
     let shrinking = shrink(&sizes);
+    let growing = growing(&sizes, min_step);
     Steps {
         largest_share: match largest {
             Some(j) if rise > 0.0 => j.2 / rise,
@@ -271,8 +286,25 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
         below_last: jumps.last().map_or(f64::NAN, |j| j.3),
         last_step: jumps.last().map_or(0.0, |j| j.2),
         shrink: shrinking,
+        growing,
         median_step: median(&mut sizes).unwrap_or(0.0),
     }
+}
+
+/// The latest step sizes that each exceed the one before by `min_step` at least, where there
+/// are three or more: what those before the last took, and the next at the least growth seen.
+fn growing(sizes: &[f64], min_step: f64) -> Option<Growing> {
+    let from = sizes
+        .windows(2)
+        .rposition(|w| w[1] - w[0] < min_step)
+        .map_or(0, |i| i + 1);
+    let run = &sizes[from..];
+    let (&last, before) = run.split_last()?;
+    let least = run.windows(2).map(|w| w[1] - w[0]).reduce(f64::min)?;
+    (run.len() >= 3).then(|| Growing {
+        earlier: before.iter().sum(),
+        next: last + least,
+    })
 }
 
 /// The largest ratio of a step to the one before, where there are two or more and each is
@@ -635,6 +667,41 @@ mod demand_tests {
         let stopped = |t: f64| stair(t.min(60.0));
         let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0, Some(0.0)).unwrap();
         assert_eq!(tr.recent_slope, 0.0);
+    }
+
+    #[test]
+    fn the_latest_steps_that_each_grow_are_a_request_that_grows() {
+        // From 10 GiB: a load's 20 GiB, then steps every 30 s.
+        let growing = |sizes: &[f64]| {
+            let level = |t: f64| {
+                let up: f64 = sizes
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| t >= 30.0 * (*k + 1) as f64)
+                    .map(|(_, s)| s)
+                    .sum();
+                GIB * (10.0 + if t >= 5.0 { 20.0 } else { 0.0 } + up)
+            };
+            let pts = series(level, 30 * (sizes.len() + 1));
+            steps(&pts, 64.0 * 1048576.0).growing
+        };
+        // The load's step is larger than the first after it: only the latest run counts.
+        let g = growing(&[11.0, 12.0, 12.5]).unwrap();
+        assert!((g.earlier - 23.0 * GIB).abs() < 1e6, "{}", g.earlier / GIB);
+        assert!((g.next - 13.0 * GIB).abs() < 1e6, "{}", g.next / GIB);
+        assert_eq!(growing(&[11.0, 12.0]), None, "two steps show no run");
+        assert_eq!(
+            growing(&[12.0, 12.0, 12.0]),
+            None,
+            "kept tensors of one size"
+        );
+        assert_eq!(growing(&[12.3, 13.0, 12.3]), None, "sizes that alternate");
+        let after = growing(&[13.0, 12.0, 12.5, 13.0]).unwrap();
+        assert!(
+            (after.earlier - 24.5 * GIB).abs() < 1e6,
+            "{}",
+            after.earlier / GIB
+        );
     }
 
     #[test]

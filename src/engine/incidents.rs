@@ -194,7 +194,9 @@ impl Engine {
             else {
                 continue;
             };
-            let inferred = incident::inferred_oom(free_before, p.last_rise, p.demand.loaded_from());
+            // A step of a request whose earlier segments could hold the next is the cache's.
+            let rise = p.last_rise.filter(|_| !p.demand.requests_grow());
+            let inferred = incident::inferred_oom(free_before, rise, p.demand.loaded_from());
             tracing::debug!(at = t, pid, free_before, last_rise = ?p.last_rise, loaded_from = ?p.demand.loaded_from(), inferred, "vanished without a client");
             if inferred {
                 vanished.push(key.clone());

@@ -696,5 +696,7 @@ impl Engine {
 mod analyse;
 mod incidents;
 #[cfg(test)]
+mod oom_event_tests;
+#[cfg(test)]
 mod tests;
 mod view;

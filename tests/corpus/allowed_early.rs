@@ -361,26 +361,8 @@ pub const ALLOWED: &[Allowance] = &[
     //   does not fit, due on its schedule: the forecast stands until 1.5 gaps have passed, as
     //   for a batch warm-up that will crash there. Its held staircase read as a leak for 75 s
     //   (120 twice as slow) until a rise of what a process holds that its empty segments
-    //   would give back at its peak was no leak (2026-11-27).
-    allow(
-        "h-warmup-saturate-6",
-        Some("no client"),
-        "critical_seconds",
-        105.0,
-    ),
-    allow(
-        "h-warmup-saturate-6",
-        Some("no client"),
-        "high_seconds",
-        124.0,
-    ),
-    allow(
-        "h-warmup-saturate-6",
-        Some("no client"),
-        "stale_seconds",
-        6.0,
-    ),
-    allow("h-warmup-saturate-6", Some("no client"), "min_eta", 0.0),
+    //   would give back at its peak was no leak (2026-11-27). Since 2026-11-29 (docs/forecast.md,
+    //   "Segments of a request that grows") never at high without the client either.
     // Held out, reearned-eleventh (four H100s, data/results/h100x4-2026-11-27-eleventh), recorded
     // with the build after the rule above and scored once. Live with the client: the warm-up
     // nothing (NVML alone a page, as above), the gathers nothing, the fragmentation crash paged
@@ -407,20 +389,7 @@ pub const ALLOWED: &[Allowance] = &[
     allow("h-ckpt-gather-10", None, "min_eta", 177.0),
     // - the warm-up again (13 GiB segments to 96 %): never at high with the client; without
     //   it critical for 108 s, as h-warmup-saturate-6; its held staircase no leak (it was for
-    //   90 s before the rule above).
-    allow(
-        "h-warmup-saturate-7",
-        Some("no client"),
-        "critical_seconds",
-        108.0,
-    ),
-    allow(
-        "h-warmup-saturate-7",
-        Some("no client"),
-        "high_seconds",
-        122.0,
-    ),
-    allow("h-warmup-saturate-7", Some("no client"), "min_eta", 0.0),
+    //   90 s before the rule above). Since 2026-11-29 never at high without the client either.
     // Held out, reearned-twelfth (two H100s, data/results/h100x2-2026-11-27-twelfth), recorded
     // with the build after the rule that a rise of what a process holds that its empty segments
     // would give back is no leak, and scored once. Live, a page on each run with and without the

@@ -279,6 +279,40 @@ fn nvml_alone() -> (Demand, Series) {
 }
 
 #[test]
+fn steps_of_a_request_that_grows_are_cache_without_the_report() {
+    // NVML alone: 20 GiB from the start, then a segment every 30 s from 90 s on. Segments
+    // that each take more than the one before are the allocator's for a new largest request
+    // (the earlier ones free when it comes, given back before a refusal): no growth once the
+    // earlier ones could hold the next. Segments of one size are kept tensors: growth.
+    let trend_after = |sizes: [f64; 4]| {
+        let (mut d, none) = nvml_alone();
+        let p = params();
+        let mut last = None;
+        for t in 0..=215 {
+            let t = t as f64;
+            let up: f64 = sizes
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| t >= 90.0 + 30.0 * *k as f64)
+                .map(|(_, s)| s)
+                .sum();
+            d.update(t, &driver_only(&none, ((20.0 + up) * GIB) as u64), &p);
+            last = d.trend();
+        }
+        last
+    };
+    assert!(
+        trend_after([10.0, 10.0, 10.0, 10.0]).is_some_and(|t| t.stairs.is_some()),
+        "steps of one size"
+    );
+    assert_eq!(
+        trend_after([10.0, 11.0, 12.0, 13.0]),
+        None,
+        "steps that each grow"
+    );
+}
+
+#[test]
 fn a_start_up_step_is_the_start_ups_after_the_window_slid_past_the_loading() {
     // NVML alone: 40 GiB held from the start, the first batch's 3 GiB 14 s later, one step
     // of 3 GiB at 200 s. The start-up step is no step of a staircase while the window
