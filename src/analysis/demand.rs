@@ -196,6 +196,9 @@ pub struct Demand {
     /// and the earlier ones could hold the next, the segments of a request that grows, which
     /// the allocator gives back before it refuses the next (`update`).
     requests_grow: bool,
+    /// The last analysis at which they read so: a step seen before it was the cache's, also
+    /// once the window has slid past the steps that told.
+    requests_grew_at: Option<Time>,
 }
 
 impl Demand {
@@ -225,6 +228,7 @@ impl Demand {
             spares: cache::Spares::default(),
             fallback: None,
             requests_grow: false,
+            requests_grew_at: None,
         }
     }
 
@@ -232,10 +236,11 @@ impl Demand {
         self.appeared
     }
 
-    /// Its latest steps are segments of a request that grows, which the earlier ones could
-    /// hold (`requests_grow`): a step of them the room does not hold is no failure.
-    pub fn requests_grow(&self) -> bool {
-        self.requests_grow
+    /// The last analysis at which its steps read as segments of a request that grows, which
+    /// the earlier ones could hold (`requests_grow`): a step taken before it that the room
+    /// does not hold is no failure.
+    pub fn requests_grew_at(&self) -> Option<Time> {
+        self.requests_grew_at
     }
 
     /// When its loading ended (`analysis::loading`), once it has: its growth counts from
@@ -419,6 +424,9 @@ impl Demand {
                     .growing
                     .is_some_and(|g| g.earlier >= g.next)
             };
+        if self.requests_grow {
+            self.requests_grew_at = Some(now);
+        }
         // Records that stop coming (the longest sequence so far, the largest burst) stop
         // counting once their next step is no longer due (`fit_demand`).
         let trace = tracing::enabled!(tracing::Level::TRACE);

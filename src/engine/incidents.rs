@@ -195,7 +195,8 @@ impl Engine {
                 continue;
             };
             // A step of a request whose earlier segments could hold the next is the cache's.
-            let rise = p.last_rise.filter(|_| !p.demand.requests_grow());
+            let grew = p.demand.requests_grew_at();
+            let rise = p.last_rise.filter(|(at, _)| grew.is_none_or(|g| g < *at));
             let inferred = incident::inferred_oom(free_before, rise, p.demand.loaded_from());
             tracing::debug!(at = t, pid, free_before, last_rise = ?p.last_rise, loaded_from = ?p.demand.loaded_from(), inferred, "vanished without a client");
             if inferred {

@@ -231,20 +231,32 @@ fn a_process_without_a_client_that_vanishes_from_a_full_gpu_is_an_inferred_oom()
     // able to hold the next), the last larger than what is free: the allocator would have
     // given the earlier ones back for the next, so its exit is the end of a job. Steps of
     // one size are kept tensors: the next could not fit.
-    let exits_after = |sizes: [u64; 4]| {
+    let exits_after = |sizes: [u64; 4], exit: u64| {
         let mut e = Engine::new(&Config::default(), "test");
-        for i in 0..=240u64 {
+        for i in 0..exit {
             let up: u64 = (0..4)
                 .filter(|k| i >= 90 + 30 * k)
                 .map(|k| sizes[k as usize])
                 .sum();
             e.observe(&listed_only(i as f64, &[(40, (10 + up) << 30)], 5 << 30));
         }
-        e.observe(&listed_only(241.0, &[], 95 << 30));
+        e.observe(&listed_only(exit as f64, &[], 95 << 30));
         e.snapshot().gpus[0].oom_events.len()
     };
-    assert_eq!(exits_after([10, 11, 12, 13]), 0, "a request that grows");
-    assert_eq!(exits_after([12, 12, 12, 12]), 1, "steps of one size");
+    assert_eq!(
+        exits_after([10, 11, 12, 13], 241),
+        0,
+        "a request that grows"
+    );
+    assert_eq!(exits_after([12, 12, 12, 12], 241), 1, "steps of one size");
+    // Its steps read as the cache's when they came stay the cache's once the window has slid
+    // past the steps that told (the job served flat for minutes after its last new batch).
+    assert_eq!(exits_after([10, 11, 12, 13], 600), 0, "long after");
+    assert_eq!(
+        exits_after([12, 12, 12, 12], 600),
+        1,
+        "long after, one size"
+    );
     // And a process with a client says so itself: nothing is inferred.
     let mut e = Engine::new(&Config::default(), "test");
     let full = |t, pids: &[u32]| {
