@@ -192,12 +192,11 @@ pub struct Demand {
     in_segments: Option<oom::Segments>,
     /// What its cache would give back at its peak, now and over the last minutes.
     spares: cache::Spares,
-    /// Without its allocator's report: its latest steps each took more than the one before
-    /// and the earlier ones could hold the next, the segments of a request that grows, which
-    /// the allocator gives back before it refuses the next (`update`).
-    requests_grow: bool,
-    /// The last analysis at which they read so: a step seen before it was the cache's, also
-    /// once the window has slid past the steps that told.
+    /// The last analysis at which, without its allocator's report, its latest steps each
+    /// took more than the one before and the earlier ones could hold the next: the segments
+    /// of a request that grows, which the allocator gives back before it refuses the next
+    /// (`update`). A step seen before it was the cache's, also once the window has slid past
+    /// the steps that told.
     requests_grew_at: Option<Time>,
 }
 
@@ -227,7 +226,6 @@ impl Demand {
             in_segments: None,
             spares: cache::Spares::default(),
             fallback: None,
-            requests_grow: false,
             requests_grew_at: None,
         }
     }
@@ -237,7 +235,7 @@ impl Demand {
     }
 
     /// The last analysis at which its steps read as segments of a request that grows, which
-    /// the earlier ones could hold (`requests_grow`): a step taken before it that the room
+    /// the earlier ones could hold (`update`): a step taken before it that the room
     /// does not hold is no failure.
     pub fn requests_grew_at(&self) -> Option<Time> {
         self.requests_grew_at
@@ -370,7 +368,6 @@ impl Demand {
         self.rounds_rise = rounds.is_some();
         self.served_need = None;
         self.in_segments = None;
-        self.requests_grow = false;
         self.spares.push(now, spare);
         let Some(loaded) = self.loaded_from() else {
             self.trend = rounds;
@@ -413,7 +410,7 @@ impl Demand {
         // says otherwise: the allocator flushed its cache under pressure (a refused request)
         // and took the memory again, so the earlier segments were not enough to spare (a
         // curriculum whose every stage needs all it holds and more).
-        self.requests_grow =
+        let requests_grow =
             m.allocator.is_none() && self.gave_back_at.is_none_or(|t| t < now - p.window) && {
                 let window: Vec<(f64, f64)> = self
                     .need
@@ -424,7 +421,7 @@ impl Demand {
                     .growing
                     .is_some_and(|g| g.earlier >= g.next)
             };
-        if self.requests_grow {
+        if requests_grow {
             self.requests_grew_at = Some(now);
         }
         // Records that stop coming (the longest sequence so far, the largest burst) stop
@@ -454,7 +451,7 @@ impl Demand {
             // one comes, and a refused request makes it give them back and try again. Where
             // they could hold the next step, the steps are its cache's. Kept tensors come in
             // steps of one size (an evaluation's outputs, a trial's leak).
-            let growing_request = view == View::Need && t.stairs.is_some() && self.requests_grow;
+            let growing_request = view == View::Need && t.stairs.is_some() && requests_grow;
             let credible = !cache_steps && !growing_request && evidence::credible(&t, &p.eta);
             // A high-water mark holds a one-off (a checkpoint's gathered copy) for its whole
             // window: a step of it is kept only once it outlived the window.
