@@ -385,7 +385,19 @@ impl Highs {
 pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
     let mut v = vec![];
     let mut highs = Highs::default();
-    for o in detection::timeline(bin, files, detection::PRODUCTION) {
+    const READ: &[&str] = &[
+        "gpumem_oom_risk_level",
+        "gpumem_oom_eta_seconds",
+        "gpumem_oom_eta_lower_seconds",
+        "gpumem_oom_eta_upper_seconds",
+        "gpumem_free_bytes",
+        "gpumem_leak_suspected",
+        "gpumem_used_bytes",
+        "gpumem_process_used_bytes",
+        "gpumem_process_reserved_bytes",
+        "gpumem_process_allocated_peak_bytes",
+    ];
+    for o in detection::timeline(bin, files, detection::PRODUCTION, READ) {
         let mut s = Second {
             t: o["t"].as_f64().unwrap(),
             ..Default::default()

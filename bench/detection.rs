@@ -221,8 +221,9 @@ pub const RECORDED: &[&str] = &[
     "0s",
 ];
 
-/// The lines of `gpumem-exporter replay` over `files` at `rate`: one a second of trace time.
-pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
+/// The lines of `gpumem-exporter replay` over `files` at `rate`: one a second of trace time,
+/// with the families `metrics` names only (the timeline of every family is ten times longer).
+pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str], metrics: &[&str]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");
     let mut cmd = std::process::Command::new(bin);
@@ -234,6 +235,8 @@ pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
         .arg("replay")
         .args(files)
         .args(rate)
+        .arg("--metrics")
+        .arg(metrics.join(","))
         .arg("--output")
         .arg(&out)
         .stdout(std::process::Stdio::null())
@@ -256,7 +259,13 @@ pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Value> {
 
 pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
     let mut v = vec![];
-    for o in timeline(bin, files, rate) {
+    const READ: &[&str] = &[
+        "gpumem_leak_suspected",
+        "gpumem_leak_slope_bytes_per_second",
+        "gpumem_oom_eta_seconds",
+        "gpumem_oom_risk_level",
+    ];
+    for o in timeline(bin, files, rate, READ) {
         let mut s = Second {
             t: f(&o["t"]),
             ..Default::default()

@@ -246,6 +246,10 @@ pub struct ReplayArgs {
     /// request, the risk level as bands, and the ETA against the time that was really left.
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
+    /// Write only these metric families to the timeline (names as `/metrics` shows them,
+    /// comma-separated); every family by default.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub metrics: Vec<String>,
     #[command(flatten)]
     pub flags: PaceFlags,
 }

@@ -79,3 +79,15 @@ fn documented_families_equal_served_families() {
         assert_eq!(&doc[name], kind, "type of {name}");
     }
 }
+
+/// `replay --metrics` accepts the names `families::names` gives: every documented family must be
+/// among them, or a real family would be refused.
+#[test]
+fn every_documented_family_is_named() {
+    let named = gpumem_exporter::exporter::families::names();
+    let missing: Vec<_> = documented()
+        .into_keys()
+        .filter(|k| !named.contains(&k.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "families::names lacks {missing:?}");
+}

@@ -86,6 +86,44 @@ fn replay_is_deterministic() {
 }
 
 #[test]
+fn metrics_writes_only_the_families_it_names_and_refuses_an_unknown_one() {
+    let only = |names: &str| {
+        Command::new(BIN)
+            .arg("replay")
+            .arg(trace("d1-oom.jsonl"))
+            .args(["--metrics", names, "--output", "-"])
+            .output()
+            .unwrap()
+    };
+    let out = only("gpumem_oom_risk_level,gpumem_used_bytes");
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 59, "{} lines", lines.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for l in &lines {
+        for m in l["metrics"].as_array().unwrap() {
+            seen.insert(m["name"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["gpumem_oom_risk_level", "gpumem_used_bytes"]
+    );
+    // A name no family has is refused before anything is replayed, naming the flag.
+    let out = only("gpumem_oom_risk_levels");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--metrics") && err.contains("gpumem_oom_risk_levels"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn a_missing_or_broken_trace_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.jsonl");

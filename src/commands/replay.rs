@@ -15,7 +15,7 @@ use crate::commands::chart::{self, Band, HLine, Line, Marker, Panel};
 use crate::commands::workflow;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::exporter::families::families;
+use crate::exporter::families::{families_named, names};
 use crate::exporter::http::VERSION;
 use crate::model::{GpuIdentity, Time};
 use crate::pace::{drive, Stop, Ticks};
@@ -180,6 +180,13 @@ pub fn run(cfg: &Config, args: &ReplayArgs) -> anyhow::Result<()> {
     if let Some(s) = &args.summary {
         workflow::check_writable(s, "--summary")?;
     }
+    let known = names();
+    if let Some(bad) = args.metrics.iter().find(|m| !known.contains(&m.as_str())) {
+        anyhow::bail!(
+            "--metrics: no metric family is named `{bad}` (docs/metrics.md lists them, e.g. gpumem_oom_risk_level)"
+        );
+    }
+    let keep = |name: &str| args.metrics.is_empty() || args.metrics.iter().any(|m| m == name);
     let chart_kind = match &args.chart {
         Some(c) => Some(workflow::check_plot(c, "--chart")?),
         None => None,
@@ -213,7 +220,7 @@ pub fn run(cfg: &Config, args: &ReplayArgs) -> anyhow::Result<()> {
             g.record(t as f64, snap);
         }
         if let Some(out) = timeline.as_mut() {
-            write_second(out, t, snap, counters)?;
+            write_second(out, t, snap, counters, &keep)?;
             lines += 1;
         }
         Ok(())
@@ -301,8 +308,9 @@ fn write_second(
     t: i64,
     snap: &Snapshot,
     counters: &Counters,
+    keep: &dyn Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
-    let fams = families(snap, counters, VERSION);
+    let fams = families_named(snap, counters, VERSION, keep);
     let metrics = fams
         .iter()
         .flat_map(|f| {
