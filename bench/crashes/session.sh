@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-third (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-fourth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -84,6 +84,7 @@ reearned-fortieth) BUDGET_S=${BUDGET_S:-540} ;;
 reearned-forty-first) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-second) BUDGET_S=${BUDGET_S:-1100} ;;
 reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
+reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -997,6 +998,20 @@ reearned-forty-third)
   GPU=0 rec c-curriculum-7 260 "" $W curriculum --growth-s 170 --stage-s 12 --seed 431
   pause 10
   GPU=0 rec h-warmup-saturate-26 260 healthy $W healthy-warmup-saturate --duration 200 --warmup-s 140 --period-s 0.12 --fraction 0.96 --seed 432
+  pause 10
+  ;;
+reearned-forty-fourth)
+  # Held out, watched live by the build whose smooth rise that slowed to half its pace holds
+  # no page (the GPU's critical is re-earned from the pace now): a server's cache of sessions
+  # that fills ever more slowly and leaves the card room (the gain), a server whose pool is
+  # past the card and runs out as its rise slows, and a sweep's trials leaking together (the
+  # cost: several processes, each slow, that fail together). New seeds. One GPU, one after
+  # the other.
+  GPU=0 rec h-kv-saturate-14 250 healthy $W healthy-kv-saturate --duration 220 --tau-s 75 --life-s 25 --fraction 0.88 --seed 441
+  pause 10
+  GPU=0 rec c-kv-decay-8 250 "" $W kv-decay --duration 220 --tau-s 75 --life-s 25 --fraction 1.02 --seed 443
+  pause 10
+  GPU=0 rec c-multi-leak-19 250 "" bash -c "$(trials 3 150 2 442)"
   pause 10
   ;;
 reearned-check)

@@ -48,8 +48,8 @@ local withDriver(level) = |||
               from credible trends after a process's warm-up, keeps a level while its ETA stays
               within a quarter past the threshold, and holds no level after its evidence is gone. It
               holds critical only while a process of the incident still expects to fail soon (its
-              own risk is high or above, re-read every analysis), and lets go at once when
-              the incident's processes exit (a crash, the end of the job, a kill): so no
+              own risk is high or above, re-read every analysis; a smooth rise's ETA within twice
+              the threshold), and lets go at once when the incident's processes exit (a crash, the end of the job, a kill): so no
               `keep_firing_for` here, and the page resolves at the first evaluation after. Joined
               with gpumem_oom_risk_driver_info, the alert is labelled with the incident's driver for
               the incident's life and names its other processes: several processes running one GPU

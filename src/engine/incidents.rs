@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker};
+use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker, SLOWED};
 use crate::snapshot::{DriverView, IncidentProcess, OomCount, OomEventView};
 
 /// How long an OOM event's own series are served: two scrapes at a minute's interval see it,
@@ -232,6 +232,9 @@ impl Engine {
                     held: part.held,
                     // Assessed this analysis, before the GPU's step (`analyse_gpu`).
                     risk: p.and_then(|p| p.risk).map_or(RiskLevel::Low, |r| r.level),
+                    slowed: p.and_then(|p| p.eta).is_some_and(|e| {
+                        e.seen.is_some() && e.seconds > SLOWED * self.risk_params.critical_eta
+                    }),
                 }
             })
             .collect();
