@@ -15,7 +15,8 @@
 //! own risk is high or above): across a staircase's gaps (a batch that grows by stages), and
 //! while a smooth forecast's ETA wanders past critical's band and back (trials leaking in their
 //! caches, a cache whose rise slows before it runs out), but not once it is past twice the
-//! threshold (`SLOWED`: the rise slowed, unless several processes expect to fail together).
+//! threshold (the rise slowed under `evidence::SLOWED` of that pace, unless several processes
+//! expect to fail together).
 //! Once their own risk falls, so does the GPU's critical. When a process of the incident exits (an OOM, the end of its job, a kill)
 //! that hold ends at once, and the level is what the forecast says of the processes still
 //! there; when all of them are gone, so is the incident, and the next growth is a new one.
@@ -37,21 +38,13 @@ pub type Driver = Option<u32>;
 /// How long a critical level holds at most: two minutes after the forecast last said critical,
 /// and only while a process of the incident still expects to fail soon (its own risk is high or
 /// above): a staircase's gap, or a smooth forecast's ETA between critical's band and twice
-/// critical's threshold (`SLOWED`).
+/// critical's threshold (a rise that kept over `evidence::SLOWED` of the pace that paged).
 /// Held for staircases and rounds only, 56 crash rows of 15 corpus runs lost held critical
 /// (docs/forecast.md, "The hold is not for staircases only"). A healthy job's own risk falls as
 /// soon as its expected growth is late (a staircase's step 1.5 gaps after the last, a smooth
 /// rise quiet for 15 s), and the GPU's critical falls with it; the crash, the end of the job or
 /// a kill ends the hold at once.
 pub const CRITICAL_HOLD: f64 = 120.0;
-
-/// A smooth forecast holds the GPU's critical only while its ETA is within this many times
-/// critical's threshold. An ETA recomputed each second wanders about the threshold (a pause
-/// between two batches, a sample that caught a step half risen); one past twice the threshold
-/// is a rise that now runs at half the pace or less than when it paged: it slowed, and the page
-/// is re-earned from that pace, not held (a cache of sessions that fills ever more slowly).
-/// Steps and segments on a schedule are held across their gaps as before.
-pub const SLOWED: f64 = 2.0;
 
 /// An OOM still counts for a critical (or high) stretch that ended at most this long before
 /// it: the exporter may see the failing process gone a sample before its client's report of
@@ -180,8 +173,11 @@ pub struct Contender {
     /// Its own risk level as the forecast assesses it now (never an incident's hold): high or above while it expects to fail soon. Low for memory no
     /// process accounts for.
     pub risk: RiskLevel,
-    /// Its own forecast is a smooth rise whose ETA is past `SLOWED` times critical's threshold:
-    /// the rise slowed, it no longer wanders about critical's band, and it holds no page.
+    /// Its own forecast is a smooth rise whose pace fell under `evidence::SLOWED` of the pace a
+    /// critical ETA takes (its ETA past twice critical's threshold): a rise that slowed, not an
+    /// ETA wandering about critical's band (recomputed every second, it moves by a few seconds;
+    /// a sample that caught a step half risen). It holds no page: the page is re-earned from
+    /// the pace now. Steps and segments on a schedule are held across their gaps as before.
     pub slowed: bool,
 }
 

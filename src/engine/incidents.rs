@@ -6,7 +6,8 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker, SLOWED};
+use crate::analysis::evidence;
+use crate::analysis::incident::{self, Contender, OomKind, Place, Tracker};
 use crate::snapshot::{DriverView, IncidentProcess, OomCount, OomEventView};
 
 /// How long an OOM event's own series are served: two scrapes at a minute's interval see it,
@@ -233,7 +234,8 @@ impl Engine {
                     // Assessed this analysis, before the GPU's step (`analyse_gpu`).
                     risk: p.and_then(|p| p.risk).map_or(RiskLevel::Low, |r| r.level),
                     slowed: p.and_then(|p| p.eta).is_some_and(|e| {
-                        e.seen.is_some() && e.seconds > SLOWED * self.risk_params.critical_eta
+                        e.seen.is_some()
+                            && e.seconds * evidence::SLOWED > self.risk_params.critical_eta
                     }),
                 }
             })
