@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-fourth (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-fifth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -85,6 +85,7 @@ reearned-forty-first) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-second) BUDGET_S=${BUDGET_S:-1100} ;;
 reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
+reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -1012,6 +1013,22 @@ reearned-forty-fourth)
   GPU=0 rec c-kv-decay-8 250 "" $W kv-decay --duration 220 --tau-s 75 --life-s 25 --fraction 1.02 --seed 443
   pause 10
   GPU=0 rec c-multi-leak-19 250 "" bash -c "$(trials 3 150 2 442)"
+  pause 10
+  ;;
+reearned-forty-fifth)
+  # Held out, watched live by the build of 2026-11-29 (fourth; the forecast unchanged since
+  # the forty-fourth plan, its analysis cheaper): the kinds at sizes and paces none of
+  # the corpus has on this card. A load of 50 GiB from slow storage (the largest so far 40), a
+  # checkpoint gather to 89 % of the card (a model at 72 %, 17 % gathered every 25 s), RL
+  # rounds whose fifth rollout does not fit, and evaluations that keep a sixth of the card
+  # every 19 s (the shortest gap so far). New seeds. One GPU, one after the other.
+  GPU=0 rec h-slow-load-13 230 healthy $W healthy-slow-load --load-gib 50 --load-s 120 --kv-gib 12 --duration 60 --period-s 0.08 --seed 451
+  pause 10
+  GPU=0 rec c-rising-peaks-12 170 "" $W rising-peaks --fraction 0.55 --rounds 5 --rollout-s 11 --train-s 10 --seed 454
+  pause 10
+  GPU=0 rec c-eval-kept-23 200 "" $W eval-kept --train-s 18 --steps 6 --seed 452
+  pause 10
+  GPU=0 rec h-ckpt-gather-21 215 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 25 --fraction 0.72 --gather-fraction 0.17 --seed 453
   pause 10
   ;;
 reearned-check)
