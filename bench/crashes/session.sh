@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-fifth (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-sixth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -86,6 +86,7 @@ reearned-forty-second) BUDGET_S=${BUDGET_S:-1100} ;;
 reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
 reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
+reearned-forty-sixth) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -1029,6 +1030,19 @@ reearned-forty-fifth)
   GPU=0 rec c-eval-kept-23 200 "" $W eval-kept --train-s 18 --steps 6 --seed 452
   pause 10
   GPU=0 rec h-ckpt-gather-21 215 healthy $W healthy-ckpt-gather --duration 180 --ckpt-s 25 --fraction 0.72 --gather-fraction 0.17 --seed 453
+  pause 10
+  ;;
+reearned-forty-sixth)
+  # Held out, watched live by the build whose first round begun as the load ended is a round
+  # (2026-11-29, fourth): two RL loops whose rollouts' peaks rise to a crash, the first
+  # rollout right after the weights (the shape the forty-fifth plan's missed), and a healthy RL
+  # loop whose rollouts' peaks vary about a level (the cost). New seeds. One GPU, one after
+  # the other.
+  GPU=0 rec c-rising-peaks-13 170 "" $W rising-peaks --fraction 0.5 --rounds 5 --rollout-s 10 --train-s 12 --seed 461
+  pause 10
+  GPU=0 rec h-rl-5 180 healthy $W healthy-rl --duration 150 --gen-s 20 --train-s 15 --fraction 0.65 --seed 462
+  pause 10
+  GPU=0 rec c-rising-peaks-14 175 "" $W rising-peaks --fraction 0.4 --rounds 6 --rollout-s 8 --train-s 10 --seed 463
   pause 10
   ;;
 reearned-check)
