@@ -86,7 +86,7 @@ reearned-forty-second) BUDGET_S=${BUDGET_S:-1100} ;;
 reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
 reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
-reearned-forty-sixth) BUDGET_S=${BUDGET_S:-560} ;;
+reearned-forty-sixth) BUDGET_S=${BUDGET_S:-620} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
