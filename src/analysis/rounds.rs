@@ -79,9 +79,18 @@ impl Rounds {
     /// and then repeats a phase never gives half of the load back; its rounds are measured
     /// from what it holds once loaded. Only the first load counts: a later "load" that ends
     /// (a rollout's rise read as loading again) is the rise of a round.
+    ///
+    /// A load is what stays: where the footprint had already given back a segment or more of
+    /// its rise when the loading is known to have ended (a first rollout that began as the
+    /// weights were in), what it gave back was a round's, and its highest point the first
+    /// round's peak.
     pub fn loaded(&mut self, t: Time, bytes: f64) {
         if !self.started {
             self.started = true;
+            if let Some(high) = self.high.filter(|h| h.1 - bytes >= MIN_STEP_BYTES) {
+                self.last_took = high.1 - bytes;
+                self.peaks.push_back(high);
+            }
             self.trough = bytes;
             self.high = Some((t, bytes));
         }
@@ -277,6 +286,53 @@ mod tests {
         assert!(r.trend(221.0).is_some(), "{r:?}");
         // Without the load set aside, the first round never ends.
         assert!(rounds(false).trend(221.0).is_none());
+    }
+
+    #[test]
+    fn a_first_round_that_began_as_the_load_ended_is_a_round() {
+        // 60 GiB of weights over 15 s and, at once, the first rollout to 80 GiB, given back
+        // before the loading is known to have ended (at 40 s); then three rollouts, each 10 GiB
+        // higher. Four rounds, four peaks: the fifth is due.
+        let r = {
+            let mut r = Rounds::new();
+            let mut t = 0.0;
+            let mut at = |r: &mut Rounds, v: f64| {
+                r.push(t, v, 600.0);
+                t += 1.0;
+            };
+            for i in 0..15 {
+                at(&mut r, 4.0 * GIB * i as f64);
+            }
+            for i in 0..10 {
+                at(&mut r, 60.0 * GIB + 2.0 * GIB * i as f64);
+            }
+            for _ in 0..15 {
+                at(&mut r, 60.0 * GIB);
+            }
+            r.loaded(40.0, 60.0 * GIB);
+            for k in 1..4 {
+                let peak = 80.0 + 10.0 * k as f64;
+                for i in 0..20 {
+                    at(&mut r, (60.0 + (peak - 60.0) * i as f64 / 19.0) * GIB);
+                }
+                for _ in 0..10 {
+                    at(&mut r, 60.0 * GIB);
+                }
+            }
+            r
+        };
+        let t = r.trend(128.0).expect("four rounds, each higher");
+        assert!(
+            (t.stairs.unwrap().step - 10.0 * GIB).abs() < 1.0 * GIB,
+            "{t:?}"
+        );
+        // A load that stays is no round: the same rise kept has no peak to count.
+        let mut kept = Rounds::new();
+        for i in 0..40 {
+            kept.push(i as f64, 60.0 * GIB + (i.min(25) as f64) * GIB, 600.0);
+        }
+        kept.loaded(40.0, 85.0 * GIB);
+        assert_eq!(kept.peaks.len(), 0, "{kept:?}");
     }
 
     #[test]

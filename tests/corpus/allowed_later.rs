@@ -58,10 +58,9 @@ pub const ALLOWED: &[Allowance] = &[
     // - rollouts whose peaks rise from 40 % over seven rounds: critical 73 s ahead
     //   (`predict_linear` 3 s), high from 78 s (the rounds' trend needs four peaks); the ETA
     //   within 35 % at 57 % of the seconds, its bounds 59 %. Twice as slow, four seconds at
-    //   critical in the first round's rollout, 401 s ahead (as c-rising-peaks);
-    allow("h200-c-rising-peaks-9", None, "high", 78.0),
-    allow("h200-c-rising-peaks-9", None, "eta", 0.56),
-    allow("h200-c-rising-peaks-9", None, "bounds", 0.58),
+    //   critical in the first round's rollout, 401 s ahead (as c-rising-peaks). Since a first
+    //   round begun as the load ended is a round (2026-11-29, fourth): critical 88 s ahead, high
+    //   100 s, the ETA right at 78 %: no exception;
     // - a batch raised every 35 s until a stage does not fit: critical 68 s ahead
     //   (`predict_linear` 63 s), high from its second step after loading, 68 s (as
     //   c-batch-warmup-3, -6 and -7); the ETA within 35 % at 14 % of the seconds (49 % without
@@ -354,20 +353,20 @@ pub const ALLOWED: &[Allowance] = &[
     // - RL rounds whose rollouts grow until one does not fit: paged live 61 / 21 s ahead
     //   (client / NVML alone); critical 34 s ahead (`predict_linear` 5), high no earlier, its
     //   ETA within 35 % 11 % of the time;
-    allow("h200-c-rising-peaks-10", None, "high", 33.0),
-    allow("h200-c-rising-peaks-10", None, "eta", 0.11),
+    allow("h200-c-rising-peaks-10", None, "high", 66.0),
+    allow("h200-c-rising-peaks-10", None, "eta", 0.38),
     allow(
         "h200-c-rising-peaks-10",
         Some("one expandable segment"),
         "eta",
-        0.12,
+        0.43,
     ),
-    allow("h200-c-rising-peaks-10", None, "bounds", 0.14),
+    allow("h200-c-rising-peaks-10", None, "bounds", 0.46),
     allow(
         "h200-c-rising-peaks-10",
         Some("one expandable segment"),
         "bounds",
-        0.13,
+        0.46,
     ),
     // - evaluations that keep their outputs until the sixth does not fit: paged live 50 / 55 s
     //   ahead; critical 59 s ahead (`predict_linear` 30), high 92; its bounds hold the truth
@@ -593,9 +592,9 @@ pub const ALLOWED: &[Allowance] = &[
     // as the build before it (e96d16a) gives:
     // - rounds whose rollouts' peaks rise until round 6's does not fit: paged live 21 / 26 s
     //   ahead; critical 34 s (`predict_linear` 5), high 34 s;
-    allow("h200-c-rising-peaks-11", None, "high", 33.0),
-    allow("h200-c-rising-peaks-11", None, "eta", 0.08),
-    allow("h200-c-rising-peaks-11", None, "bounds", 0.08),
+    allow("h200-c-rising-peaks-11", None, "high", 66.0),
+    allow("h200-c-rising-peaks-11", None, "eta", 0.39),
+    allow("h200-c-rising-peaks-11", None, "bounds", 0.40),
     // - three sweep trials leaking inside their caches: paged live 70 s ahead with the client,
     //   nothing on NVML alone (the card flat, as `predict_linear` sees it: nothing); in replay
     //   critical first 75 s ahead, never held (the anchor 0), high 80 s, without the client none;
@@ -771,4 +770,58 @@ pub const ALLOWED: &[Allowance] = &[
     //   on either route, never critical in any variant, high 6 s while it rose; its leak flag
     //   while it rose (88 s).
     allow("h200-h-kv-saturate-14", None, "leak_seconds", 88.0),
+    // Held out, reearned-forty-fifth (one H200; data/results/h200-2026-11-29-forty-fifth),
+    // watched live by the build before the first round read past the loading, scored once:
+    // - RL rounds whose fifth rollout does not fit, the first rollout begun as the weights were
+    //   in: missed live on both routes (the first round's peak was read as the load's, three
+    //   peaks are no trend); since the load is what stays (2026-11-29, fourth), critical 33 s
+    //   ahead in every variant (`predict_linear` 6 s), high no earlier, the ETA right from
+    //   the fourth peak only;
+    allow("h200-c-rising-peaks-12", None, "high", 32.0),
+    allow("h200-c-rising-peaks-12", None, "eta", 0.12),
+    allow("h200-c-rising-peaks-12", None, "bounds", 0.12),
+    // - evaluations that keep a sixth of the card every 19 s: paged live 45 s ahead with the
+    //   client and 50 s with NVML alone; critical 58-72 s ahead in replay, high from the
+    //   staircase's second step (73 s), the ETA a step's gap off at times;
+    allow("h200-c-eval-kept-23", None, "high", 73.0),
+    allow("h200-c-eval-kept-23", None, "eta", 0.52),
+    allow("h200-c-eval-kept-23", None, "bounds", 0.52),
+    allow(
+        "h200-c-eval-kept-23",
+        Some("one expandable segment"),
+        "eta",
+        0.17,
+    ),
+    allow(
+        "h200-c-eval-kept-23",
+        Some("one expandable segment"),
+        "bounds",
+        0.40,
+    ),
+    // - 50 GiB read from slow storage for two minutes, then serving: nothing live on either
+    //   route, no second at high outside its rise; the leak flag while it rose (17 s, twice as
+    //   slow 150 s), as every slow load's;
+    allow("h200-h-slow-load-13", None, "leak_seconds", 17.0),
+    allow(
+        "h200-h-slow-load-13",
+        Some("slower ×2"),
+        "leak_seconds",
+        150.0,
+    ),
+    // Held out, reearned-forty-sixth (one H200; data/results/h200-2026-11-29-forty-sixth),
+    // watched live by the build whose first round begun as the load ended is a round, scored
+    // once with it and the build before:
+    // - RL rounds from half the card whose fifth rollout does not fit: paged live 30 s ahead
+    //   with the client, 20 s with NVML alone; critical 32 s ahead in every variant (the build
+    //   before: nothing; `predict_linear` 5 s), high no earlier, the ETA right from the fourth
+    //   peak only;
+    allow("h200-c-rising-peaks-13", None, "high", 32.0),
+    allow("h200-c-rising-peaks-13", None, "eta", 0.12),
+    allow("h200-c-rising-peaks-13", None, "bounds", 0.12),
+    // - RL rounds from 40 % of the card whose sixth rollout does not fit: paged live 42 / 47 s
+    //   ahead; critical 57 s ahead in every variant (the build before: 29 s; `predict_linear`
+    //   2 s), high no earlier.
+    allow("h200-c-rising-peaks-14", None, "high", 57.0),
+    allow("h200-c-rising-peaks-14", None, "eta", 0.34),
+    allow("h200-c-rising-peaks-14", None, "bounds", 0.37),
 ];
