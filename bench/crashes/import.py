@@ -55,7 +55,15 @@ def main():
                                          ", %d repeated samples dropped" % dropped if dropped else ""), file=sys.stderr)
         log = os.path.join(a.raw, run + ".log")
         if os.path.exists(log):
-            shutil.copy(log, os.path.join(dest, "run.log"))
+            with open(log) as fi, open(os.path.join(dest, "run.log"), "w") as fo:
+                fo.write(portable(fi.read()))
+
+
+def portable(text):
+    """The log as the repository keeps it: the session's output folder named OUT and the
+    checkout's files relative to it, not where they lay on the machine that recorded it."""
+    text = re.sub(r"/root/(?:out|r[0-9a-z]+)/", "OUT/", text)
+    return re.sub(r"/[\w./-]*?/(bench|clients)/", r"\1/", text)
 
 
 if __name__ == "__main__":
