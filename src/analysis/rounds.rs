@@ -34,6 +34,9 @@ pub struct Rounds {
     last_took: f64,
     /// The start-up load has been set aside (`loaded`).
     started: bool,
+    /// The oldest peak is what the load gave back before it was known to have ended
+    /// (`loaded`), while it is in view.
+    load_peak: bool,
 }
 
 impl Rounds {
@@ -71,6 +74,7 @@ impl Rounds {
         }
         while self.peaks.len() > KEEP || self.peaks.front().is_some_and(|p| p.0 < t - window) {
             self.peaks.pop_front();
+            self.load_peak = false;
         }
     }
 
@@ -83,13 +87,16 @@ impl Rounds {
     /// A load is what stays: where the footprint had already given back a segment or more of
     /// its rise when the loading is known to have ended (a first rollout that began as the
     /// weights were in), what it gave back was a round's, and its highest point the first
-    /// round's peak.
+    /// round's peak, once the rounds after it reach it: one they stay below was the load's own
+    /// (a copy of the weights freed at its end), and no round (`counted`).
     pub fn loaded(&mut self, t: Time, bytes: f64) {
         if !self.started {
             self.started = true;
+            // What the round took is not set from it: were it the load's own, rounds of less
+            // than half of it would read as ripples.
             if let Some(high) = self.high.filter(|h| h.1 - bytes >= MIN_STEP_BYTES) {
-                self.last_took = high.1 - bytes;
                 self.peaks.push_back(high);
+                self.load_peak = true;
             }
             self.trough = bytes;
             self.high = Some((t, bytes));
@@ -99,11 +106,18 @@ impl Rounds {
     /// The highest peak of the rounds in view, and the round under way's, if higher: what the
     /// next round must fit at least.
     pub fn peak(&self) -> Option<f64> {
-        self.peaks
-            .iter()
+        self.counted()
             .map(|p| p.1)
             .chain(self.high.map(|h| h.1))
             .reduce(f64::max)
+    }
+
+    /// The peaks that count as rounds': the load's give-back only once the latest round
+    /// reaches it.
+    fn counted(&self) -> impl Iterator<Item = &(Time, f64)> {
+        let latest = self.peaks.back().map_or(f64::INFINITY, |p| p.1);
+        let transient = self.load_peak && self.peaks.front().is_some_and(|p| p.1 > latest);
+        self.peaks.iter().skip(transient as usize)
     }
 
     /// Peaks that rise round after round as a staircase: a step of the median rise every
@@ -111,10 +125,10 @@ impl Rounds {
     /// `MIN_ROUNDS` peaks rise significantly, the latest is the highest, and the next round is
     /// not overdue (`evidence::current`).
     pub fn trend(&self, now: Time) -> Option<Trend> {
-        if self.peaks.len() < MIN_ROUNDS {
+        let pts: Vec<(f64, f64)> = self.counted().copied().collect();
+        if pts.len() < MIN_ROUNDS {
             return None;
         }
-        let pts: Vec<(f64, f64)> = self.peaks.iter().copied().collect();
         let values: Vec<f64> = pts.iter().map(|p| p.1).collect();
         let (_, p_value) = mann_kendall_increasing(&values)?;
         let (last_t, last) = pts[pts.len() - 1];
@@ -333,6 +347,41 @@ mod tests {
         }
         kept.loaded(40.0, 85.0 * GIB);
         assert_eq!(kept.peaks.len(), 0, "{kept:?}");
+    }
+
+    #[test]
+    fn a_copy_the_load_freed_is_no_round() {
+        // 60 GiB of weights read through a 20 GiB staging copy (80 GiB), the copy freed before
+        // the loading is known to have ended; then rollouts of 10 to 16 GiB whose peaks rise
+        // (70-76 GiB), below the copy: four rounds, a trend, and the copy no peak of theirs.
+        let mut r = Rounds::new();
+        let mut t = 0.0;
+        let mut at = |r: &mut Rounds, v: f64| {
+            r.push(t, v, 600.0);
+            t += 1.0;
+        };
+        for i in 0..=20 {
+            at(&mut r, 4.0 * GIB * i as f64);
+        }
+        for _ in 0..10 {
+            at(&mut r, 60.0 * GIB);
+        }
+        r.loaded(31.0, 60.0 * GIB);
+        for k in 0..4 {
+            let peak = 70.0 + 2.0 * k as f64;
+            for i in 0..20 {
+                at(&mut r, (60.0 + (peak - 60.0) * i as f64 / 19.0) * GIB);
+            }
+            for _ in 0..10 {
+                at(&mut r, 60.0 * GIB);
+            }
+        }
+        let t = r.trend(150.0).expect("four rounds, each higher");
+        assert!(
+            (t.stairs.unwrap().step - 2.0 * GIB).abs() < 0.2 * GIB,
+            "{t:?}"
+        );
+        assert!(r.peak().unwrap() < 77.0 * GIB, "{r:?}");
     }
 
     #[test]
