@@ -302,40 +302,39 @@ mod tests {
         assert!(rounds(false).trend(221.0).is_none());
     }
 
+    /// A load at 4 GiB/s to `top` GiB, then `hold` s at `level` GiB (what the load keeps), the
+    /// loading known to have ended there; then one rollout to each of `peaks` (GiB) over 20 s,
+    /// each followed by 10 s back at `level`. One point a second.
+    fn load_then_rounds(top: f64, level: f64, hold: usize, peaks: &[f64]) -> Rounds {
+        let mut load: Vec<f64> = (0..)
+            .map(|i| 4.0 * i as f64)
+            .take_while(|v| *v < top)
+            .collect();
+        load.push(top);
+        load.extend(std::iter::repeat_n(level, hold));
+        let mut rounds = vec![];
+        for peak in peaks {
+            rounds.extend((0..20).map(|i| level + (peak - level) * i as f64 / 19.0));
+            rounds.extend(std::iter::repeat_n(level, 10));
+        }
+        let mut r = Rounds::new();
+        for (t, v) in load.iter().enumerate() {
+            r.push(t as f64, v * GIB, 600.0);
+        }
+        r.loaded(load.len() as f64, level * GIB);
+        for (t, v) in rounds.iter().enumerate() {
+            r.push((load.len() + t) as f64, v * GIB, 600.0);
+        }
+        r
+    }
+
     #[test]
     fn a_first_round_that_began_as_the_load_ended_is_a_round() {
-        // 60 GiB of weights over 15 s and, at once, the first rollout to 80 GiB, given back
-        // before the loading is known to have ended (at 40 s); then three rollouts, each 10 GiB
-        // higher. Four rounds, four peaks: the fifth is due.
-        let r = {
-            let mut r = Rounds::new();
-            let mut t = 0.0;
-            let mut at = |r: &mut Rounds, v: f64| {
-                r.push(t, v, 600.0);
-                t += 1.0;
-            };
-            for i in 0..15 {
-                at(&mut r, 4.0 * GIB * i as f64);
-            }
-            for i in 0..10 {
-                at(&mut r, 60.0 * GIB + 2.0 * GIB * i as f64);
-            }
-            for _ in 0..15 {
-                at(&mut r, 60.0 * GIB);
-            }
-            r.loaded(40.0, 60.0 * GIB);
-            for k in 1..4 {
-                let peak = 80.0 + 10.0 * k as f64;
-                for i in 0..20 {
-                    at(&mut r, (60.0 + (peak - 60.0) * i as f64 / 19.0) * GIB);
-                }
-                for _ in 0..10 {
-                    at(&mut r, 60.0 * GIB);
-                }
-            }
-            r
-        };
-        let t = r.trend(128.0).expect("four rounds, each higher");
+        // 60 GiB of weights and, at once, the first rollout to 80 GiB, given back before the
+        // loading is known to have ended; then three rollouts, each 10 GiB higher. Four
+        // rounds, four peaks: the fifth is due.
+        let r = load_then_rounds(80.0, 60.0, 15, &[90.0, 100.0, 110.0]);
+        let t = r.trend(136.0).expect("four rounds, each higher");
         assert!(
             (t.stairs.unwrap().step - 10.0 * GIB).abs() < 1.0 * GIB,
             "{t:?}"
@@ -354,29 +353,8 @@ mod tests {
         // 60 GiB of weights read through a 20 GiB staging copy (80 GiB), the copy freed before
         // the loading is known to have ended; then rollouts of 10 to 16 GiB whose peaks rise
         // (70-76 GiB), below the copy: four rounds, a trend, and the copy no peak of theirs.
-        let mut r = Rounds::new();
-        let mut t = 0.0;
-        let mut at = |r: &mut Rounds, v: f64| {
-            r.push(t, v, 600.0);
-            t += 1.0;
-        };
-        for i in 0..=20 {
-            at(&mut r, 4.0 * GIB * i as f64);
-        }
-        for _ in 0..10 {
-            at(&mut r, 60.0 * GIB);
-        }
-        r.loaded(31.0, 60.0 * GIB);
-        for k in 0..4 {
-            let peak = 70.0 + 2.0 * k as f64;
-            for i in 0..20 {
-                at(&mut r, (60.0 + (peak - 60.0) * i as f64 / 19.0) * GIB);
-            }
-            for _ in 0..10 {
-                at(&mut r, 60.0 * GIB);
-            }
-        }
-        let t = r.trend(150.0).expect("four rounds, each higher");
+        let r = load_then_rounds(80.0, 60.0, 10, &[70.0, 72.0, 74.0, 76.0]);
+        let t = r.trend(152.0).expect("four rounds, each higher");
         assert!(
             (t.stairs.unwrap().step - 2.0 * GIB).abs() < 0.2 * GIB,
             "{t:?}"

@@ -50,14 +50,17 @@ fn slope_keys(points: &[(f64, f64)]) -> Vec<i64> {
 }
 
 /// `f64::total_cmp`'s own mapping: negative values have all but the sign bit flipped, so the
-/// integers sort as the floats do. Its own inverse.
-fn to_key(x: f64) -> i64 {
-    let bits = x.to_bits() as i64;
+/// integers sort as the floats do. Its own inverse (`from_key`).
+fn flip(bits: i64) -> i64 {
     bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
+fn to_key(x: f64) -> i64 {
+    flip(x.to_bits() as i64)
+}
+
 fn from_key(k: i64) -> f64 {
-    f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64)
+    f64::from_bits(flip(k) as u64)
 }
 
 /// Theil–Sen estimator: the median of all pairwise slopes, with the median-residual intercept.
