@@ -297,10 +297,28 @@ fn transform(mut o: Value, variant: Variant, total: f64, base: f64, shift: f64) 
     Some(o)
 }
 
+/// The traces of `files`, parsed. A run is replayed at several phases and in every variant one
+/// after the other on one thread: the last run's traces are kept for the next call, so that a
+/// run is read and parsed once, not once per replay.
+fn parsed(files: &[PathBuf]) -> std::rc::Rc<Vec<Vec<Value>>> {
+    type Last = Option<(Vec<PathBuf>, std::rc::Rc<Vec<Vec<Value>>>)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| {
+        if let Some((_, t)) = last.as_ref().filter(|(f, _)| f.as_slice() == files) {
+            return t.clone();
+        }
+        let t = std::rc::Rc::new(files.iter().map(|f| lines(f)).collect::<Vec<_>>());
+        *last = Some((files.to_vec(), t.clone()));
+        t
+    })
+}
+
 /// The run's traces as `variant` makes them, with every time moved by `shift` seconds so that
 /// the replay's 1 s clock meets the recording at another phase.
 pub fn prepared(run: &Run, variant: Variant, shift: f64, dir: &Path) -> Vec<PathBuf> {
-    let traces: Vec<Vec<Value>> = run.files.iter().map(|f| lines(f)).collect();
+    let traces = parsed(&run.files);
     let base = traces
         .iter()
         .filter_map(|t| t[0]["t0_unix"].as_f64())
@@ -311,13 +329,13 @@ pub fn prepared(run: &Run, variant: Variant, shift: f64, dir: &Path) -> Vec<Path
         .find_map(|o| o["nvml"]["total"].as_f64())
         .unwrap_or(80.0 * GIB);
     traces
-        .into_iter()
+        .iter()
         .enumerate()
         .map(|(i, t)| {
             let out = dir.join(format!("{i}.jsonl"));
             let mut w = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
             for o in t {
-                if let Some(o) = transform(o, variant, total, base, shift) {
+                if let Some(o) = transform(o.clone(), variant, total, base, shift) {
                     serde_json::to_writer(&mut w, &o).unwrap();
                     w.write_all(b"\n").unwrap();
                 }
@@ -397,17 +415,18 @@ pub fn replay(bin: &Path, files: &[PathBuf]) -> Vec<Second> {
         "gpumem_process_reserved_bytes",
         "gpumem_process_allocated_peak_bytes",
     ];
-    for o in detection::timeline(bin, files, detection::PRODUCTION, READ) {
+    let text = detection::timeline(bin, files, detection::PRODUCTION, READ);
+    for o in detection::seconds(&text) {
         let mut s = Second {
-            t: o["t"].as_f64().unwrap(),
+            t: o.t,
             ..Default::default()
         };
-        for m in o["metrics"].as_array().unwrap() {
-            let gpu_level = m["labels"]["pid"].is_null();
-            let val = m["value"].as_f64().unwrap_or(0.0);
-            let name = m["name"].as_str().unwrap();
+        for m in &o.metrics {
+            let gpu_level = m.label("pid").is_none();
+            let val = m.value();
+            let name = m.name.as_ref();
             if demand_series(name, gpu_level) {
-                s.rose |= highs.rose(format!("{name}{}", m["labels"]), s.t, val);
+                s.rose |= highs.rose(format!("{name}{:?}", m.labels), s.t, val);
             }
             match name {
                 "gpumem_oom_risk_level" if gpu_level => s.risk = s.risk.max(val as u8),

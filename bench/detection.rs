@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -223,7 +224,37 @@ pub const RECORDED: &[&str] = &[
 
 /// The lines of `gpumem-exporter replay` over `files` at `rate`: one a second of trace time,
 /// with the families `metrics` names only (the timeline of every family is ten times longer).
-pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str], metrics: &[&str]) -> Vec<Value> {
+/// One second of a replay's timeline, as `replay --output` writes it: read in place, without
+/// building a JSON tree (the corpus test reads thousands of them).
+#[derive(serde::Deserialize)]
+pub struct TimelineSecond<'a> {
+    pub t: f64,
+    #[serde(borrow)]
+    pub metrics: Vec<TimelineSample<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct TimelineSample<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub labels: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+    pub value: Option<f64>,
+}
+
+impl TimelineSample<'_> {
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(|v| v.as_ref())
+    }
+
+    pub fn value(&self) -> f64 {
+        self.value.unwrap_or(0.0)
+    }
+}
+
+/// The replay's timeline of `files` at `rate`, the `metrics` families only: the text
+/// `replay --output` wrote, one second a line (`seconds` reads it).
+pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str], metrics: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");
     let mut cmd = std::process::Command::new(bin);
@@ -250,11 +281,13 @@ pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str], metrics: &[&str]) 
         "gpumem-exporter replay of {files:?} failed: {}",
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
-    std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    std::fs::read_to_string(&out).unwrap()
+}
+
+/// The seconds of a `timeline`.
+pub fn seconds(text: &str) -> impl Iterator<Item = TimelineSecond<'_>> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a timeline line: {e}: {l}")))
 }
 
 pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
@@ -265,17 +298,17 @@ pub fn replay(bin: &Path, files: &[PathBuf], rate: &[&str]) -> Vec<Second> {
         "gpumem_oom_eta_seconds",
         "gpumem_oom_risk_level",
     ];
-    for o in timeline(bin, files, rate, READ) {
+    let text = timeline(bin, files, rate, READ);
+    for o in seconds(&text) {
         let mut s = Second {
-            t: f(&o["t"]),
+            t: o.t,
             ..Default::default()
         };
-        for m in o["metrics"].as_array().unwrap() {
-            let l = &m["labels"];
-            let pid = l["pid"].as_str().and_then(|p| p.parse::<u32>().ok());
-            let gpu = l["gpu"].as_str().unwrap_or("").to_string();
-            let val = f(&m["value"]);
-            match (m["name"].as_str().unwrap(), pid) {
+        for m in &o.metrics {
+            let pid = m.label("pid").and_then(|p| p.parse::<u32>().ok());
+            let gpu = m.label("gpu").unwrap_or("").to_string();
+            let val = m.value();
+            match (m.name.as_ref(), pid) {
                 ("gpumem_leak_suspected", Some(p)) => {
                     s.leak.entry(p).or_default().0 = val > 0.5;
                     s.gpu_of.insert(p, gpu);

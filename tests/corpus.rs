@@ -56,7 +56,6 @@ fn misses_of(set: &str) -> Vec<Miss> {
         "{}: the corpus is part of the repository",
         dir.display()
     );
-    // Two replays at a time: the machine that runs the tests has two cores.
     let per_run = |run: &Run| -> Vec<Miss> {
         let recorded = corpus::evaluate(bin, run, &PHASES);
         let mut out = corpus::misses(run, Variant::Recorded, &recorded, &recorded);
@@ -66,20 +65,41 @@ fn misses_of(set: &str) -> Vec<Miss> {
         }
         out
     };
-    let halves: Vec<Vec<&Run>> = vec![
-        runs.iter().step_by(2).collect(),
-        runs.iter().skip(1).step_by(2).collect(),
-    ];
-    std::thread::scope(|s| {
-        let handles: Vec<_> = halves
-            .iter()
-            .map(|h| s.spawn(|| h.iter().flat_map(|r| per_run(r)).collect::<Vec<_>>()))
+    // Runs from a shared queue, the longest first (the last to finish are short), by twice as
+    // many threads as cores: each thread waits on its replay's process, then reads its
+    // timeline, so one thread a core would leave the cores idle between the two.
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(recorded_bytes(&runs[i])));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| 2 * n.get());
+    let mut done: Vec<(usize, Vec<Miss>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = vec![];
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { break out };
+                        out.push((i, per_run(&runs[i])));
+                    }
+                })
+            })
             .collect();
         handles
             .into_iter()
             .flat_map(|h| h.join().expect("a replay thread panicked"))
             .collect()
-    })
+    });
+    done.sort_by_key(|d| d.0);
+    done.into_iter().flat_map(|d| d.1).collect()
+}
+
+/// The size of a run's recordings, compressed: how long its replays take, roughly.
+fn recorded_bytes(run: &Run) -> u64 {
+    run.files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum()
 }
 
 /// Each folder is replayed once, for every test that reads it.
