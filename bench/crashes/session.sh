@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-sixth (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-seventh (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -87,6 +87,7 @@ reearned-forty-third) BUDGET_S=${BUDGET_S:-560} ;;
 reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
 reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-forty-sixth) BUDGET_S=${BUDGET_S:-620} ;;
+reearned-forty-seventh) BUDGET_S=${BUDGET_S:-960} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -1043,6 +1044,22 @@ reearned-forty-sixth)
   GPU=0 rec h-rl-5 180 healthy $W healthy-rl --duration 150 --gen-s 20 --train-s 15 --fraction 0.65 --seed 462
   pause 10
   GPU=0 rec c-rising-peaks-14 175 "" $W rising-peaks --fraction 0.4 --rounds 6 --rollout-s 8 --train-s 10 --seed 463
+  pause 10
+  ;;
+reearned-forty-seventh)
+  # Held out, watched live by the build of 2026-11-29 (fourth and its guard): the kinds
+  # at points the corpus lacks. A slow load (30 GiB over 150 s) followed by a KV pool of half
+  # the card taken at once, as a serving engine does; evaluations every 32 s that keep a fifth
+  # of the card; a gather of a quarter of the card every 45 s beside a model at 62 % (to 87 %);
+  # RL rounds of 12 s rollouts whose sixth does not fit. New seeds. One GPU, one after the
+  # other.
+  GPU=0 rec h-slow-load-14 235 healthy $W healthy-slow-load --load-gib 30 --load-s 150 --kv-gib 70 --duration 50 --period-s 0.08 --seed 471
+  pause 10
+  GPU=0 rec c-eval-kept-24 210 "" $W eval-kept --train-s 32 --steps 4 --seed 472
+  pause 10
+  GPU=0 rec h-ckpt-gather-22 185 healthy $W healthy-ckpt-gather --duration 150 --ckpt-s 45 --fraction 0.62 --gather-fraction 0.25 --seed 473
+  pause 10
+  GPU=0 rec c-rising-peaks-15 210 "" $W rising-peaks --fraction 0.45 --rounds 6 --rollout-s 12 --train-s 8 --seed 474
   pause 10
   ;;
 reearned-check)

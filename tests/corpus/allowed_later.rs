@@ -824,4 +824,74 @@ pub const ALLOWED: &[Allowance] = &[
     allow("h200-c-rising-peaks-14", None, "high", 57.0),
     allow("h200-c-rising-peaks-14", None, "eta", 0.34),
     allow("h200-c-rising-peaks-14", None, "bounds", 0.37),
+    // Held out, reearned-forty-seventh (one H200; data/results/h200-2026-11-29-forty-seventh),
+    // watched live and scored once by the build at 71fc981. Live, with the client / NVML alone:
+    // the slow load and the gathers nothing on either route; the evaluations paged 52 / 57 s
+    // ahead, the rounds 56 / 61 s. In replay:
+    // - evaluations every 32 s that keep a fifth of the card: critical 60 s ahead in every
+    //   variant but one expandable segment (93 s), `predict_linear` 33 s; high from 98 s
+    //   (without the client 65 s), the ETA right at 78 % (45 % without the client, 13 % with
+    //   one segment);
+    allow("h200-c-eval-kept-24", None, "bounds", 0.78),
+    allow("h200-c-eval-kept-24", Some("no client"), "high", 65.0),
+    allow("h200-c-eval-kept-24", Some("no client"), "eta", 0.45),
+    allow("h200-c-eval-kept-24", Some("no client"), "bounds", 0.45),
+    allow(
+        "h200-c-eval-kept-24",
+        Some("one expandable segment"),
+        "eta",
+        0.13,
+    ),
+    allow(
+        "h200-c-eval-kept-24",
+        Some("one expandable segment"),
+        "bounds",
+        0.62,
+    ),
+    // - RL rounds from 45 % of the card whose sixth rollout does not fit: critical 73 s ahead
+    //   in every variant (96 s twice as slow; `predict_linear` 5 s), high no earlier (the
+    //   rounds' trend from the fourth peak);
+    allow("h200-c-rising-peaks-15", None, "high", 73.0),
+    allow("h200-c-rising-peaks-15", None, "eta", 0.41),
+    allow("h200-c-rising-peaks-15", None, "bounds", 0.54),
+    // - a gather of a quarter of the card every 45 s beside a model at 62 %: nothing in any
+    //   variant but twice as slow, where the first gather, 90 s after the model was in, is
+    //   read with the load's end as a staircase of two steps 180 s apart, the second of them
+    //   the gather: high with an ETA that counts down from 180 s, critical for its last 41 s,
+    //   until the step is 1.5 gaps late. Two steps of unlike size (the load's, a checkpoint's
+    //   copy) are no schedule; not fixed yet (forecast.md, Known limits);
+    allow(
+        "h200-h-ckpt-gather-22",
+        Some("slower ×2"),
+        "critical_seconds",
+        41.0,
+    ),
+    allow(
+        "h200-h-ckpt-gather-22",
+        Some("slower ×2"),
+        "stale_seconds",
+        102.0,
+    ),
+    allow(
+        "h200-h-ckpt-gather-22",
+        Some("slower ×2"),
+        "high_seconds",
+        134.0,
+    ),
+    allow("h200-h-ckpt-gather-22", Some("slower ×2"), "min_eta", 4.0),
+    // - 30 GiB read from slow storage over 150 s, then a KV pool of half the card taken at
+    //   once: with the client, the pool's 70 GiB and the load's last shard 9 s before are read
+    //   as a staircase of two steps with the median of the two (38 GB) due every 9 s: critical
+    //   for 16-17 s, the ETA counting down to 9 s and taken back 1.5 gaps late (no page live:
+    //   shorter than the rule's `for`). Without the client no second at critical. The same
+    //   defect as the gathers' above. The leak flag while the shards came (10-12 s; 185 s
+    //   twice as slow), as every slow load's.
+    allow("h200-h-slow-load-14", None, "critical_seconds", 17.0),
+    allow("h200-h-slow-load-14", None, "leak_seconds", 12.0),
+    allow(
+        "h200-h-slow-load-14",
+        Some("slower ×2"),
+        "leak_seconds",
+        185.0,
+    ),
 ];
