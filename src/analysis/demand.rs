@@ -375,6 +375,7 @@ impl Demand {
         };
         let from = loaded.max(now - p.window);
         let rise_began = self.loading.rise_began();
+        let in_use = m.allocator.is_some();
         let fit = |s: &Series| {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
@@ -393,7 +394,7 @@ impl Demand {
                     .map(|(r, _)| r.max(loaded))
             };
             let tail = coarsened(&points, FIT_POINTS);
-            let mut t = fit_demand(&tail, oom::MIN_STEP_BYTES, start)?;
+            let mut t = fit_demand(&tail, oom::MIN_STEP_BYTES, start, in_use)?;
             // A rise that went on past the loading's cap is one rise from where that loading
             // began: whether it slows is read over all of it, not over its tail alone, where a
             // line through the window is steeper than its pace now.

@@ -129,7 +129,7 @@ pub(crate) mod testing {
             .filter(|t| *t >= 0.0)
             .map(|t| (t, f(t)))
             .collect();
-        fit_demand(&pts, MIN_STEP_BYTES, (now <= 120.0).then_some(0.0))
+        fit_demand(&pts, MIN_STEP_BYTES, (now <= 120.0).then_some(0.0), false)
     }
 }
 
@@ -162,7 +162,7 @@ mod tests {
                 continue;
             }
             let pts: Vec<(f64, f64)> = (60..=i).map(|s| (s as f64, line(s as f64))).collect();
-            let t = fit_demand(&pts, MIN_STEP_BYTES, Some(0.0)).unwrap();
+            let t = fit_demand(&pts, MIN_STEP_BYTES, Some(0.0), false).unwrap();
             assert!(
                 persistent(&t, &raw, 60.0, now, &PERSISTENCE),
                 "at {now} s, span {}",

@@ -139,6 +139,8 @@ pub struct Saturation {
 /// A demand that grows rises by its pace now times this, on average, between two of its
 /// rises: what `Trend::quiet` counts from.
 pub const RISE_SECONDS: f64 = 5.0;
+/// Two steps whose larger is more than this many times the smaller are unlike: no schedule.
+const UNLIKE_STEPS: f64 = 3.0;
 
 /// The saturating fit is clearly better than the line when it leaves at most this share of
 /// the line's squared residuals.
@@ -353,7 +355,12 @@ fn rising(points: &[(f64, f64)]) -> bool {
 /// `start`: when the points' first level began, where that is known (the process's loading
 /// ended and the points begin there, or the series reached the level a window cut, after
 /// loading); only then is the time before the first step a tread.
-pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> Option<Trend> {
+pub fn fit_demand(
+    points: &[(f64, f64)],
+    min_step: f64,
+    start: Option<f64>,
+    in_use: bool,
+) -> Option<Trend> {
     if points.len() < 3 {
         return None;
     }
@@ -371,8 +378,19 @@ pub fn fit_demand(points: &[(f64, f64)], min_step: f64, start: Option<f64>) -> O
     let mut start = start;
     let mut treads_checked = false;
     loop {
-        let out_of_a_level =
-            st.count > 0 && st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]);
+        // Two steps of bytes in use (`in_use`: the allocator's report says what the process
+        // holds in tensors) are a schedule only where they are alike, as a repeated phase's
+        // are (two evaluations' kept outputs, a trial's leak twice): a KV pool taken after a
+        // load's last shard, or a checkpoint's gathered copy after the model's load, repeats
+        // neither, and the larger is a change of level, whatever rose before it. Segments the
+        // driver sees are sized by the allocator: a request that grows takes ever larger ones.
+        let unlike_pair = in_use && st.count == 2 && {
+            let (last, other) = (st.last_step, 2.0 * st.median_step - st.last_step);
+            last.max(other) > UNLIKE_STEPS * last.min(other)
+        };
+        let out_of_a_level = st.count > 0
+            && (unlike_pair
+                || st.largest_share > 2.0 / 3.0 && !rising(&pts[..st.after_largest - 1]));
         let out_of_no_tread = start.is_some_and(|s| {
             !treads_checked && st.count > 1 && st.first_t - s < 0.5 * st.median_gap
         });
@@ -566,6 +584,11 @@ mod tests {
 mod demand_tests {
     use super::*;
 
+    /// The fit of driver-level points (no allocator's report), with 64 MiB steps.
+    fn segments_fit(points: &[(f64, f64)], start: Option<f64>) -> Option<Trend> {
+        fit_demand(points, 64.0 * 1048576.0, start, false)
+    }
+
     const GIB: f64 = (1u64 << 30) as f64;
 
     fn series(f: impl Fn(f64) -> f64, n: usize) -> Vec<(f64, f64)> {
@@ -600,13 +623,40 @@ mod demand_tests {
     }
 
     #[test]
+    fn two_unlike_steps_of_bytes_in_use_are_no_staircase() {
+        // Weights read at 0.1 GiB/s, a last shard of 4 GiB at 60 s, a pool of 40 GiB 9 s later,
+        // then flat: the median of the two steps (22 GiB every 9 s) is nothing the job repeats.
+        let load_then_pool = |big: f64| {
+            move |t: f64| {
+                GIB * (0.1 * t.min(59.0)
+                    + if t >= 60.0 { 4.0 } else { 0.0 }
+                    + if t >= 69.0 { big } else { 0.0 })
+            }
+        };
+        let fit = |big: f64, in_use: bool| {
+            fit_demand(
+                &series(load_then_pool(big), 100),
+                64.0 * 1048576.0,
+                Some(0.0),
+                in_use,
+            )
+            .and_then(|t| t.stairs)
+        };
+        assert_eq!(fit(40.0, true), None, "a pool after the last shard");
+        // Segments the driver sees may grow so (a request that grows takes ever larger ones),
+        // and two steps alike are a schedule with or without the report.
+        assert_eq!(fit(40.0, false).map(|s| s.count), Some(2));
+        assert_eq!(fit(5.0, true).map(|s| s.count), Some(2), "two steps alike");
+    }
+
+    #[test]
     fn one_step_is_a_change_of_level_not_a_slope() {
         // 10 GiB, then a 2 GiB buffer at t = 60, then flat with a little noise.
         let pts = series(
             |t| 10.0 * GIB + if t >= 60.0 { 2.0 * GIB } else { 0.0 } + (t * 7.0).sin() * 1e6,
             120,
         );
-        let tr = fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&pts, Some(0.0)).unwrap();
         assert!(tr.slope.abs() < 1e5, "slope {}", tr.slope);
         assert_eq!(tr.points, 60, "fitted after the step");
     }
@@ -627,23 +677,22 @@ mod demand_tests {
             let pts = |f: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
                 (0..=60).map(|i| (slower * i as f64, f(i as f64))).collect()
             };
-            let batch_at_once = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, Some(0.0));
+            let batch_at_once = segments_fit(&pts(&demand(6.0)), Some(0.0));
             assert!(
                 batch_at_once.is_none_or(|t| t.stairs.is_none()),
                 "×{slower}: {batch_at_once:?}"
             );
             // The same first step after a level held 20 s: two steps of a staircase.
-            let after_a_tread =
-                fit_demand(&pts(&demand(20.0)), 64.0 * 1048576.0, Some(0.0)).unwrap();
+            let after_a_tread = segments_fit(&pts(&demand(20.0)), Some(0.0)).unwrap();
             assert_eq!(after_a_tread.stairs.map(|s| s.count), Some(2), "×{slower}");
             // Where a window cut the history, the level before its first step held for who
             // knows how long: both steps count.
-            let cut = fit_demand(&pts(&demand(6.0)), 64.0 * 1048576.0, None).unwrap();
+            let cut = segments_fit(&pts(&demand(6.0)), None).unwrap();
             assert_eq!(cut.stairs.map(|s| s.count), Some(2), "×{slower}");
             // A window that cut the level the work began at, 3 s after it began: its first
             // step is still 6 s from the start, the start-up's.
             let slid = &pts(&demand(6.0))[3..];
-            let held = fit_demand(slid, 64.0 * 1048576.0, Some(0.0));
+            let held = segments_fit(slid, Some(0.0));
             assert!(
                 held.is_none_or(|t| t.stairs.is_none()),
                 "×{slower}: {held:?}"
@@ -655,7 +704,7 @@ mod demand_tests {
     fn a_staircase_is_growth_while_it_goes_on() {
         // +800 MiB every 20 s.
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
-        let tr = fit_demand(&series(stair, 120), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(stair, 120), Some(0.0)).unwrap();
         let rate = 800.0 * 1048576.0 / 20.0;
         assert!(
             (tr.slope - rate).abs() / rate < 0.2,
@@ -665,7 +714,7 @@ mod demand_tests {
         assert!(tr.recent_slope > 0.0);
         // The same staircase that stopped 60 s ago is not rising now.
         let stopped = |t: f64| stair(t.min(60.0));
-        let tr = fit_demand(&series(stopped, 120), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(stopped, 120), Some(0.0)).unwrap();
         assert_eq!(tr.recent_slope, 0.0);
     }
 
@@ -720,7 +769,7 @@ mod demand_tests {
             }
         };
         let rest = |sizes| {
-            let tr = fit_demand(&series(stairs(sizes), 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
+            let tr = segments_fit(&series(stairs(sizes), 100), Some(0.0)).unwrap();
             assert_eq!(tr.stairs.map(|s| s.count), Some(3), "{sizes:?}");
             tr.saturation.map(|s| s.rest)
         };
@@ -731,7 +780,7 @@ mod demand_tests {
         assert_eq!(rest([2.0, 2.0, 2.0]), None, "steps that keep their size");
         // The last step seen at the last point only (half risen, perhaps): no bound yet.
         let pts = series(stairs([4.0, 2.0, 1.0]), 81);
-        let tr = fit_demand(&pts, 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&pts, Some(0.0)).unwrap();
         assert_eq!(tr.stairs.map(|s| s.count), Some(3));
         assert_eq!(tr.saturation, None);
         assert_eq!(
@@ -745,11 +794,11 @@ mod demand_tests {
     fn a_step_that_follows_a_rise_is_growth_not_a_change_of_level() {
         // 40 s of steady growth, then one large step: still one trend over all of it.
         let f = |t: f64| 10.0 * GIB + 0.02 * GIB * t + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
-        let tr = fit_demand(&series(f, 60), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(f, 60), Some(0.0)).unwrap();
         assert_eq!(tr.points, 60, "the fit keeps the rise before the step");
         // The same step out of a flat level is a change of level.
         let g = |t: f64| 10.0 * GIB + if t >= 40.0 { 3.0 * GIB } else { 0.0 };
-        let tr = fit_demand(&series(g, 60), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(g, 60), Some(0.0)).unwrap();
         assert_eq!(tr.points, 20);
     }
 
@@ -757,7 +806,7 @@ mod demand_tests {
     fn a_staircase_knows_its_steps_and_when_the_next_is_due() {
         // +800 MiB every 20 s, the last at t = 100.
         let stair = |t: f64| 10.0 * GIB + (t / 20.0).floor() * 800.0 * 1048576.0;
-        let tr = fit_demand(&series(stair, 110), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(stair, 110), Some(0.0)).unwrap();
         let s = tr.stairs.expect("a staircase");
         assert!((s.step - 800.0 * 1048576.0).abs() < 1.0, "{}", s.step);
         assert_eq!(s.gap, 20.0);
@@ -765,7 +814,7 @@ mod demand_tests {
         assert_eq!(s.next_in, 11.0, "due at 120, the last point at 109");
         assert_eq!(s.below, 10.0 * GIB + 4.0 * 800.0 * 1048576.0);
         // A smooth ramp has none.
-        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(|t| GIB + 1e7 * t, 100), Some(0.0)).unwrap();
         assert!(tr.stairs.is_none());
     }
 
@@ -778,7 +827,7 @@ mod demand_tests {
         let level = |t: f64| 10.0 * GIB + 40.0 * GIB * (1.0 - (-t / 50.0).exp());
         let swing = |t: f64| ((t as u64).wrapping_mul(2654435761) % 1000) as f64 / 2000.0 * GIB;
         let trend_at = |f: &dyn Fn(f64) -> f64, now: usize| {
-            fit_demand(&series(f, now + 1), 64.0 * 1048576.0, Some(0.0)).expect("a rise")
+            segments_fit(&series(f, now + 1), Some(0.0)).expect("a rise")
         };
         let rising = |t: f64| level(t) + swing(t);
         for now in 100..=170 {
@@ -805,7 +854,7 @@ mod demand_tests {
 
     #[test]
     fn a_smooth_ramp_keeps_its_slope() {
-        let tr = fit_demand(&series(|t| GIB + 1e7 * t, 100), 64.0 * 1048576.0, Some(0.0)).unwrap();
+        let tr = segments_fit(&series(|t| GIB + 1e7 * t, 100), Some(0.0)).unwrap();
         assert!((tr.slope - 1e7).abs() < 1e3);
         assert!(tr.slope_lower <= tr.slope && tr.slope <= tr.slope_upper);
         assert!(tr.p_value < 1e-6);

@@ -135,7 +135,6 @@ pub const ALLOWED: &[Allowance] = &[
     // begun as the weights were in is a round, its peak the first; every job whose peaks rise
     // is paged a round earlier (these: critical 34 -> 58-70 s ahead, c-rising-peaks-4 and
     // h200-c-rising-peaks-4 0 -> 28 s, no longer exceptions), the limits below tightened.
-    allow("c-rising-peaks", None, "bounds", 0.78),
     allow("c-rising-peaks-2", None, "high", 61.0),
     allow("c-rising-peaks-2", None, "eta", 0.43),
     allow("c-rising-peaks-2", None, "bounds", 0.44),
@@ -197,7 +196,7 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-rising-peaks-3", None, "high", 67.0),
     //   without the level's hold its ETA is there only while a round's evidence is: within
     //   35 % at 6-7 % of the seconds (critical held 34 s ahead, as before);
-    allow("c-rising-peaks-3", None, "eta", 0.36),
+    allow("c-rising-peaks-3", None, "eta", 0.41),
     allow("c-rising-peaks-3", None, "bounds", 0.47),
     //   a load of 95 s twice as slow reads as a leak after it (as h-slow-load).
     allow("h-slow-load-3", Some("slower ×2"), "leak_seconds", 77.0),
@@ -322,8 +321,8 @@ pub const ALLOWED: &[Allowance] = &[
     allow("c-multi-leak-8", None, "eta", 0.34),
     allow("c-multi-leak-8", None, "bounds", 0.34),
     // - twice as slow, the two trials' allocator's bytes grow smoothly from early on: high,
-    //   and one phase's first critical, 307 s before the failure (target 300).
-    allow("c-multi-leak-7", Some("slower ×2"), "early", 308.0),
+    //   and one phase's first critical, 307 s before the failure (target 300), until two
+    //   unlike steps were no staircase (2026-11-29, fifth).
     // Held out, reearned-ninth (two H200s, data/results/h200x2-2026-11-27-ninth): two trials at
     // half c-multi-leak-7's pace, paged live 41 / 46 s ahead (client / NVML alone), critical
     // held 54 s in replay, its bounds holding the truth at 74 %. Twice as slow again it was
@@ -438,7 +437,7 @@ pub const ALLOWED: &[Allowance] = &[
     //   ahead (`predict_linear` 4 s), high no earlier; twice as slow a first critical 315 s
     //   ahead (not held: held 68 s);
     allow("c-rising-peaks-6", None, "high", 70.0),
-    allow("c-rising-peaks-6", None, "eta", 0.39),
+    allow("c-rising-peaks-6", None, "eta", 0.46),
     allow("c-rising-peaks-6", None, "bounds", 0.50),
     // - a load of 24 GiB over 130 s, then serving: never at high; its last shards a leak for
     //   42 s (167 s twice as slow), as the other slow loads.
@@ -489,7 +488,7 @@ pub const ALLOWED: &[Allowance] = &[
     //   a process whose rounds rise needs its highest round whichever view is the steepest: 32 s
     //   in every variant, high no earlier;
     allow("c-rising-peaks-7", None, "high", 63.0),
-    allow("c-rising-peaks-7", None, "eta", 0.34),
+    allow("c-rising-peaks-7", None, "eta", 0.41),
     allow("c-rising-peaks-7", None, "bounds", 0.43),
     // - a load of 28 GiB over 110 s, then serving: high 20 s while it rose, never after; its last
     //   shards a leak for 22 s (107 s twice as slow), as the other slow loads.
@@ -642,7 +641,7 @@ pub const ALLOWED: &[Allowance] = &[
     // (kept-views 83 -> 68 s ahead), high later and the ETA less often within 35 %: the cost
     // of paging the sweeps whose trials leak inside their caches (c-multi-leak-11, -12,
     // h200-c-multi-leak-15 now critical 144, 86, 74 s ahead; c-multi-leak-3 twice as slow 85).
-    allow("kept-views", None, "high", 68.0),
+    allow("kept-views", None, "high", 69.0),
     allow("kept-views", None, "eta", 0.28),
     allow("kept-views", Some("141 GiB card"), "eta", 0.25),
     allow("kept-views", None, "bounds", 0.65),
