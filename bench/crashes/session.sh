@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-seventh (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-eighth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -88,6 +88,7 @@ reearned-forty-fourth) BUDGET_S=${BUDGET_S:-800} ;;
 reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-forty-sixth) BUDGET_S=${BUDGET_S:-620} ;;
 reearned-forty-seventh) BUDGET_S=${BUDGET_S:-960} ;;
+reearned-forty-eighth) BUDGET_S=${BUDGET_S:-1000} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -1060,6 +1061,21 @@ reearned-forty-seventh)
   GPU=0 rec h-ckpt-gather-22 185 healthy $W healthy-ckpt-gather --duration 150 --ckpt-s 45 --fraction 0.62 --gather-fraction 0.25 --seed 473
   pause 10
   GPU=0 rec c-rising-peaks-15 210 "" $W rising-peaks --fraction 0.45 --rounds 6 --rollout-s 12 --train-s 8 --seed 474
+  pause 10
+  ;;
+reearned-forty-eighth)
+  # Held out, watched live by the build whose steps are only the levels a series keeps
+  # (2026-11-29, sixth): gathers of a fifth of the card every 35 s beside a model at 66 %
+  # whose activations swing by gigabytes; three trials of a sweep leaking together; a cache of
+  # sessions that fills ever more slowly to 86 % of the card; evaluations every 26 s that keep
+  # their outputs (the fifth does not fit). New seeds. One GPU, one after the other.
+  GPU=0 rec h-ckpt-gather-23 190 healthy $W healthy-ckpt-gather --duration 160 --ckpt-s 35 --fraction 0.66 --gather-fraction 0.2 --seed 481
+  pause 10
+  GPU=0 rec c-multi-leak-20 220 "" bash -c "$(trials 3 130 2 482)"
+  pause 10
+  GPU=0 rec h-kv-saturate-15 245 healthy $W healthy-kv-saturate --duration 210 --tau-s 55 --life-s 20 --fraction 0.86 --seed 485
+  pause 10
+  GPU=0 rec c-eval-kept-25 200 "" $W eval-kept --train-s 26 --steps 4 --seed 486
   pause 10
   ;;
 reearned-check)

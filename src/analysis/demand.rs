@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use super::loading::Loading;
 use super::oom::{self, DemandPart, EtaParams};
 use super::rounds::Rounds;
-use super::trend::{fit_demand, saturation_through, steps, Trend};
+use super::trend::{fit_demand, saturation_through, steps, Reading, Trend};
 use super::{cache, evidence};
 use crate::history::Series;
 use crate::model::{DeviceStats, Time};
@@ -90,6 +90,16 @@ enum View {
 }
 
 impl View {
+    /// What its points read: the peak view is a high-water mark; the others are bytes in use
+    /// while the allocator reports, else the driver's segments.
+    fn reading(self, reports: bool) -> Reading {
+        match self {
+            View::Peak => Reading::HighWater,
+            _ if reports => Reading::InUse,
+            _ => Reading::Segments,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             View::Need => "need",
@@ -375,8 +385,7 @@ impl Demand {
         };
         let from = loaded.max(now - p.window);
         let rise_began = self.loading.rise_began();
-        let in_use = m.allocator.is_some();
-        let fit = |s: &Series| {
+        let fit = |s: &Series, reading: Reading| {
             let before = s.max_before(from).unwrap_or(f64::NEG_INFINITY);
             let points: Vec<(f64, f64)> =
                 s.since(from).map(|b| (b.t, b.max().max(before))).collect();
@@ -394,7 +403,7 @@ impl Demand {
                     .map(|(r, _)| r.max(loaded))
             };
             let tail = coarsened(&points, FIT_POINTS);
-            let mut t = fit_demand(&tail, oom::MIN_STEP_BYTES, start, in_use)?;
+            let mut t = fit_demand(&tail, oom::MIN_STEP_BYTES, start, reading)?;
             // A rise that went on past the loading's cap is one rise from where that loading
             // began: whether it slows is read over all of it, not over its tail alone, where a
             // line through the window is steeper than its pace now.
@@ -418,7 +427,7 @@ impl Demand {
                     .since(now - p.window)
                     .map(|b| (b.t, b.max()))
                     .collect();
-                steps(&coarsened(&window, FIT_POINTS), oom::MIN_STEP_BYTES)
+                steps(&coarsened(&window, FIT_POINTS), oom::MIN_STEP_BYTES, false)
                     .growing
                     .is_some_and(|g| g.earlier >= g.next)
             };
@@ -437,7 +446,9 @@ impl Demand {
             (View::Peak, &self.peak_need),
             (View::Record, &self.record_need),
         ] {
-            let Some(t) = fit(s) else { continue };
+            let Some(t) = fit(s, view.reading(m.allocator.is_some())) else {
+                continue;
+            };
             // Steps of what it holds that its empty segments would serve at its peak, with a
             // request to spare, are its cache's: a request the driver refuses makes the
             // allocator give those back and try again (a warm-up whose every record batch

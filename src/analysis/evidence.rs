@@ -113,7 +113,7 @@ pub fn persistent(trend: &Trend, raw: &Series, from: Time, to: Time, p: &Persist
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
-    use crate::analysis::trend::fit_demand;
+    use crate::analysis::trend::{fit_demand, Reading};
 
     pub const GIB: f64 = (1u64 << 30) as f64;
 
@@ -129,7 +129,12 @@ pub(crate) mod testing {
             .filter(|t| *t >= 0.0)
             .map(|t| (t, f(t)))
             .collect();
-        fit_demand(&pts, MIN_STEP_BYTES, (now <= 120.0).then_some(0.0), false)
+        fit_demand(
+            &pts,
+            MIN_STEP_BYTES,
+            (now <= 120.0).then_some(0.0),
+            Reading::Segments,
+        )
     }
 }
 
@@ -137,7 +142,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
-    use crate::analysis::trend::fit_demand;
+    use crate::analysis::trend::{fit_demand, Reading};
 
     #[test]
     fn a_rise_smaller_than_a_segment_is_no_growth() {
@@ -162,7 +167,7 @@ mod tests {
                 continue;
             }
             let pts: Vec<(f64, f64)> = (60..=i).map(|s| (s as f64, line(s as f64))).collect();
-            let t = fit_demand(&pts, MIN_STEP_BYTES, Some(0.0), false).unwrap();
+            let t = fit_demand(&pts, MIN_STEP_BYTES, Some(0.0), Reading::Segments).unwrap();
             assert!(
                 persistent(&t, &raw, 60.0, now, &PERSISTENCE),
                 "at {now} s, span {}",

@@ -80,7 +80,7 @@ pub fn estimate(
     // A floor that rose in a few steps and stayed (a buffer allocated once, an evaluation
     // cache, a larger batch) is a change of level, not a leak: a leak keeps adding.
     let xy: Vec<(f64, f64)> = points.iter().map(|q| (q.t, q.min)).collect();
-    let st = steps(&xy, MIN_STEP_BYTES);
+    let st = steps(&xy, MIN_STEP_BYTES, false);
     let level_change = st.count > 0 && st.count <= 3 && st.rise_share >= 0.5;
     // A floor that rose and then stopped (a load slower than the warm-up, a cache that
     // filled) is a leak only until the stop is clear: the floor's recent past, fitted on its

@@ -142,6 +142,19 @@ pub const RISE_SECONDS: f64 = 5.0;
 /// Two steps whose larger is more than this many times the smaller are unlike: no schedule.
 const UNLIKE_STEPS: f64 = 3.0;
 
+/// What a demand series reads, which decides what its steps can mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Segments the driver hands out (no allocator report): their sizes are the allocator's,
+    /// which takes ever larger ones for a request that grows.
+    Segments,
+    /// Bytes in use, as the allocator reports them.
+    InUse,
+    /// The high-water mark of bytes in use over a short window: it shows a one-off peak for
+    /// the window and forgets it after.
+    HighWater,
+}
+
 /// The saturating fit is clearly better than the line when it leaves at most this share of
 /// the line's squared residuals.
 pub const SATURATING_RATIO: f64 = 0.5;
@@ -238,15 +251,15 @@ pub struct Steps {
 
 /// Upward jumps of at least `min_step` and eight robust standard deviations of the
 /// point-to-point changes. A caching allocator takes memory from the driver in segments, so
-/// NVML sees growth as a staircase; a buffer allocated once is a single step.
-pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
+/// NVML sees growth as a staircase; a buffer allocated once is a single step. Of a high-water
+/// mark (`high_water`), only the jumps it kept.
+pub fn steps(points: &[(f64, f64)], min_step: f64, high_water: bool) -> Steps {
     let mut diffs: Vec<f64> = points.windows(2).map(|w| (w[1].1 - w[0].1).abs()).collect();
     let sigma = 1.4826 * median(&mut diffs).unwrap_or(0.0);
     let threshold = min_step.max(8.0 * sigma);
     // (index after the jump, its time, its size, the level it rose from); a jump caught over
     // two neighbouring samples is one jump.
     let mut jumps: Vec<(usize, f64, f64, f64)> = Vec::new();
-    let mut jumped = 0.0;
     for (i, w) in points.windows(2).enumerate() {
         let d = w[1].1 - w[0].1;
         if d >= threshold && d > 0.0 {
@@ -257,9 +270,28 @@ pub fn steps(points: &[(f64, f64)], min_step: f64) -> Steps {
                 }
                 _ => jumps.push((i + 1, w[1].0, d, w[0].1)),
             }
-            jumped += d;
         }
     }
+    // A jump a high-water mark gave back before the next one (fell below half of it) was a
+    // peak the window forgot: a one-off (a checkpoint's gathered copy) or the work's own swing
+    // (a batch's activations peaking higher than the last), no level the demand keeps. A
+    // staircase's steps are kept, and one given back since is no evidence of a step now. Of
+    // bytes held, a give-back is the allocator's (a flush under pressure, `empty_cache`), and
+    // the steps before it were taken.
+    if high_water {
+        let ends: Vec<usize> = jumps
+            .iter()
+            .skip(1)
+            .map(|j| j.0 - 1)
+            .chain(std::iter::once(points.len() - 1))
+            .collect();
+        let mut ends = ends.into_iter();
+        jumps.retain(|j| {
+            let end = ends.next().unwrap_or(j.0).max(j.0);
+            points[j.0..=end].iter().all(|p| p.1 >= j.3 + 0.5 * j.2)
+        });
+    }
+    let jumped: f64 = jumps.iter().map(|j| j.2).sum();
     // From the first point to the highest: an allocator that gives cache back under pressure
     // after its last step does not make the steps before it a bigger share of the rise.
     let rise = match points.first() {
@@ -359,13 +391,15 @@ pub fn fit_demand(
     points: &[(f64, f64)],
     min_step: f64,
     start: Option<f64>,
-    in_use: bool,
+    reading: Reading,
 ) -> Option<Trend> {
     if points.len() < 3 {
         return None;
     }
+    let in_use = reading != Reading::Segments;
+    let high_water = reading == Reading::HighWater;
     let mut pts = points;
-    let mut st = steps(pts, min_step);
+    let mut st = steps(pts, min_step, high_water);
     // A step that follows a rise is part of the growth: only one out of a level is a change of
     // level.
     // A first step out of no tread (the level it rose from held less than half the
@@ -406,7 +440,7 @@ pub fn fit_demand(
         if pts.len() < 3 {
             return None;
         }
-        st = steps(pts, min_step);
+        st = steps(pts, min_step, high_water);
     }
     let stepwise = st.count > 0 && st.rise_share >= 0.5;
     let (line, slope_lower, slope_upper) = theil_sen_interval(pts, Some(0.01))?;
@@ -586,7 +620,7 @@ mod demand_tests {
 
     /// The fit of driver-level points (no allocator's report), with 64 MiB steps.
     fn segments_fit(points: &[(f64, f64)], start: Option<f64>) -> Option<Trend> {
-        fit_demand(points, 64.0 * 1048576.0, start, false)
+        fit_demand(points, 64.0 * 1048576.0, start, Reading::Segments)
     }
 
     const GIB: f64 = (1u64 << 30) as f64;
@@ -633,20 +667,25 @@ mod demand_tests {
                     + if t >= 69.0 { big } else { 0.0 })
             }
         };
-        let fit = |big: f64, in_use: bool| {
+        let fit = |big: f64, reading: Reading| {
             fit_demand(
                 &series(load_then_pool(big), 100),
                 64.0 * 1048576.0,
                 Some(0.0),
-                in_use,
+                reading,
             )
             .and_then(|t| t.stairs)
         };
-        assert_eq!(fit(40.0, true), None, "a pool after the last shard");
+        assert_eq!(
+            fit(40.0, Reading::InUse),
+            None,
+            "a pool after the last shard"
+        );
         // Segments the driver sees may grow so (a request that grows takes ever larger ones),
         // and two steps alike are a schedule with or without the report.
-        assert_eq!(fit(40.0, false).map(|s| s.count), Some(2));
-        assert_eq!(fit(5.0, true).map(|s| s.count), Some(2), "two steps alike");
+        assert_eq!(fit(40.0, Reading::Segments).map(|s| s.count), Some(2));
+        let alike = fit(5.0, Reading::InUse).map(|s| s.count);
+        assert_eq!(alike, Some(2), "two steps alike");
     }
 
     #[test]
@@ -732,7 +771,7 @@ mod demand_tests {
                 GIB * (10.0 + if t >= 5.0 { 20.0 } else { 0.0 } + up)
             };
             let pts = series(level, 30 * (sizes.len() + 1));
-            steps(&pts, 64.0 * 1048576.0).growing
+            steps(&pts, 64.0 * 1048576.0, false).growing
         };
         // The load's step is larger than the first after it: only the latest run counts.
         let g = growing(&[11.0, 12.0, 12.5]).unwrap();
@@ -816,6 +855,38 @@ mod demand_tests {
         // A smooth ramp has none.
         let tr = segments_fit(&series(|t| GIB + 1e7 * t, 100), Some(0.0)).unwrap();
         assert!(tr.stairs.is_none());
+    }
+
+    #[test]
+    fn jumps_a_high_water_mark_gave_back_are_no_steps() {
+        // A high-water mark of a training job at 90 GiB: its first batches take it to 95 GiB,
+        // then its activations peak 2 GiB higher now and then and fall back, and a checkpoint
+        // gathers 15 GiB at 60 s for 10 s. Only the step it kept is one.
+        let swings = |t: f64| {
+            GIB * (90.0
+                + if t >= 10.0 { 5.0 } else { 0.0 }
+                + if (30.0..40.0).contains(&t) || (80.0..90.0).contains(&t) {
+                    2.0
+                } else {
+                    0.0
+                }
+                + if (60.0..70.0).contains(&t) { 15.0 } else { 0.0 })
+        };
+        let st = steps(&series(swings, 100), 64.0 * 1048576.0, true);
+        assert_eq!((st.count, st.first_t, st.last_t), (1, 10.0, 10.0), "{st:?}");
+        let tr = segments_fit(&series(swings, 100), Some(0.0));
+        assert!(tr.is_none_or(|t| t.stairs.is_none()), "{tr:?}");
+        // A jump is judged on what came after it: the latest, not yet given back, is a step.
+        let st = steps(&series(swings, 85), 64.0 * 1048576.0, true);
+        assert_eq!((st.count, st.last_t), (2, 80.0), "{st:?}");
+        // Steps that hold are a staircase, though the level dips under each (by less than
+        // half a step) before the next.
+        let stair = |t: f64| {
+            let dip = if t % 30.0 >= 25.0 { 0.8 } else { 0.0 };
+            GIB * (90.0 + 2.0 * (t / 30.0).floor() - dip)
+        };
+        let st = steps(&series(stair, 100), 64.0 * 1048576.0, true);
+        assert_eq!((st.count, st.last_t), (3, 90.0), "{st:?}");
     }
 
     #[test]
