@@ -552,13 +552,19 @@ pub const LINGER: f64 = 30.0;
 /// A rising that lasts longer than this is a load or warm-up that may warn while it rises.
 pub const LONG_RISE: f64 = 60.0;
 
+/// Rises in neighbouring seconds are one step caught over two samples (as `trend::steps` reads
+/// them): a staircase's gap is measured between steps, not within one.
+const ONE_STEP: f64 = 1.5;
+
 impl Evidence {
     fn see(&mut self, x: &Second) {
         if x.rose {
             if self.last.is_none_or(|l| x.t - l > LINGER) {
                 self.rising_since = Some(x.t);
             }
-            self.before = self.last;
+            if self.last.is_none_or(|l| x.t - l > ONE_STEP) {
+                self.before = self.last;
+            }
             self.last = Some(x.t);
         }
     }
@@ -875,4 +881,32 @@ pub fn table(scores: &[Score]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod evidence_tests {
+    use super::*;
+
+    fn rises(at: &[f64]) -> Evidence {
+        let mut e = Evidence::default();
+        for &t in at {
+            e.see(&Second {
+                t,
+                rose: true,
+                ..Default::default()
+            });
+        }
+        e
+    }
+
+    #[test]
+    fn a_step_caught_over_two_seconds_is_one_step_of_the_staircase() {
+        // Steps 40 s apart, the last seen rising in two neighbouring seconds: an alert 50 s
+        // after it stands within one and a half gaps; a staircase of 1 s gaps would not.
+        let e = rises(&[100.0, 140.0, 141.0]);
+        assert!(!e.stale(191.0));
+        assert!(e.stale(203.0));
+        // Two steps 2 s apart are two.
+        assert!(rises(&[100.0, 140.0, 142.0]).stale(180.0));
+    }
 }
