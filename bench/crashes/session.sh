@@ -15,7 +15,7 @@
 #                                                 reearned-thirteenth, reearned-fourteenth,
 #                                                 reearned-fifteenth, reearned-sixteenth,
 #                                                 reearned-seventeenth .. reearned-thirty-ninth
-#                                                 (four GPUs), reearned-fortieth .. reearned-forty-eighth (one GPU)
+#                                                 (four GPUs), reearned-fortieth .. reearned-forty-ninth (one GPU)
 #   PLAN_ONLY=1 bash bench/crashes/session.sh PLAN OUTDIR   # no GPU: each run's time limit and
 #                                                 command (and the schedule of the jobs that print
 #                                                 one: workloads.py --dry-run), nothing run
@@ -89,6 +89,7 @@ reearned-forty-fifth) BUDGET_S=${BUDGET_S:-840} ;;
 reearned-forty-sixth) BUDGET_S=${BUDGET_S:-620} ;;
 reearned-forty-seventh) BUDGET_S=${BUDGET_S:-960} ;;
 reearned-forty-eighth) BUDGET_S=${BUDGET_S:-1000} ;;
+reearned-forty-ninth) BUDGET_S=${BUDGET_S:-720} ;;
 reearned-check) BUDGET_S=${BUDGET_S:-230} ;;
 esac
 BUDGET_S=${BUDGET_S:-}
@@ -1076,6 +1077,18 @@ reearned-forty-eighth)
   GPU=0 rec h-kv-saturate-15 245 healthy $W healthy-kv-saturate --duration 210 --tau-s 55 --life-s 20 --fraction 0.86 --seed 485
   pause 10
   GPU=0 rec c-eval-kept-25 200 "" $W eval-kept --train-s 26 --steps 4 --seed 486
+  pause 10
+  ;;
+reearned-forty-ninth)
+  # Held out, watched live by the same build as the forty-eighth: weights read from slow
+  # storage for 100 s with no pool after them; a warm-up that saturates at 94 % under a
+  # sawtooth of batches; RL rounds from 50 % whose fifth does not fit. New seeds. One GPU, one
+  # after the other.
+  GPU=0 rec h-slow-load-15 190 healthy $W healthy-slow-load --load-gib 40 --load-s 100 --kv-gib 0 --duration 60 --period-s 0.08 --seed 491
+  pause 10
+  GPU=0 rec h-warmup-saturate-27 200 healthy $W healthy-warmup-saturate --duration 170 --warmup-s 110 --period-s 0.11 --fraction 0.94 --seed 492
+  pause 10
+  GPU=0 rec c-rising-peaks-16 210 "" $W rising-peaks --fraction 0.5 --rounds 5 --rollout-s 14 --train-s 8 --seed 493
   pause 10
   ;;
 reearned-check)
