@@ -222,8 +222,6 @@ pub const RECORDED: &[&str] = &[
     "0s",
 ];
 
-/// The lines of `gpumem-exporter replay` over `files` at `rate`: one a second of trace time,
-/// with the families `metrics` names only (the timeline of every family is ten times longer).
 /// One second of a replay's timeline, as `replay --output` writes it: read in place, without
 /// building a JSON tree (the corpus test reads thousands of them).
 #[derive(serde::Deserialize)]
@@ -252,8 +250,9 @@ impl TimelineSample<'_> {
     }
 }
 
-/// The replay's timeline of `files` at `rate`, the `metrics` families only: the text
-/// `replay --output` wrote, one second a line (`seconds` reads it).
+/// The replay's timeline of `files` at `rate`: the text `replay --output` wrote, one line a
+/// second of trace time (`seconds` reads it), with the families `metrics` names only (the
+/// timeline of every family is ten times longer).
 pub fn timeline(bin: &Path, files: &[PathBuf], rate: &[&str], metrics: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("timeline.jsonl");

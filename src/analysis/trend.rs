@@ -218,7 +218,7 @@ pub fn fit(points: &[FloorPoint]) -> Option<Trend> {
 /// The steps of a demand series: jumps between neighbouring points far above the noise.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Steps {
-    /// Upward jumps.
+    /// Upward jumps (of a high-water mark, those it kept).
     pub count: usize,
     /// Index of the point just after the last upward jump.
     pub after_last: usize,
@@ -279,16 +279,12 @@ pub fn steps(points: &[(f64, f64)], min_step: f64, high_water: bool) -> Steps {
     // bytes held, a give-back is the allocator's (a flush under pressure, `empty_cache`), and
     // the steps before it were taken.
     if high_water {
-        let ends: Vec<usize> = jumps
-            .iter()
-            .skip(1)
-            .map(|j| j.0 - 1)
-            .chain(std::iter::once(points.len() - 1))
-            .collect();
-        let mut ends = ends.into_iter();
+        // Each jump is judged on the points from its top up to the next jump's (or the end).
+        let tops: Vec<usize> = jumps.iter().map(|j| j.0).collect();
+        let mut next = tops.into_iter().skip(1);
         jumps.retain(|j| {
-            let end = ends.next().unwrap_or(j.0).max(j.0);
-            points[j.0..=end].iter().all(|p| p.1 >= j.3 + 0.5 * j.2)
+            let until = next.next().unwrap_or(points.len());
+            points[j.0..until].iter().all(|p| p.1 >= j.3 + 0.5 * j.2)
         });
     }
     let jumped: f64 = jumps.iter().map(|j| j.2).sum();
